@@ -1,0 +1,40 @@
+# The two commands: `make run` (build, then generate with the bundled model) and
+# `make test` (build, then every test, plus the parser tests under ASan/UBSan).
+JOBS ?= $(shell nproc)
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+MODEL ?= models/tiny-mixtral-f16.gguf
+PROMPT ?= In the beginning God
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build build-asan run test test-release test-asan clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps
+
+$(BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	./$(BUILD)/switchyard generate -m $(MODEL) -p "$(PROMPT)" -n 48 --temp 0
+
+test: test-release test-asan
+
+test-release: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# Parsers (GGUF, tokenizer) again under AddressSanitizer + UBSan.
+build-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSY_SANITIZE=ON $(CMAKE_FLAGS)
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target test_formats test_tokenizer
+
+test-asan: build-asan
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) -R '^(Gguf|Tokenizer)'
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

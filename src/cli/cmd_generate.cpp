@@ -1,0 +1,81 @@
+// switchyard generate: stream a continuation of a prompt.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "base/error.h"
+#include "cli/common.h"
+#include "runtime/sampler.h"
+#include "runtime/session.h"
+
+namespace sy::cli {
+
+void add_generate(CLI::App& app) {
+  struct Args {
+    ModelArgs m;
+    std::string prompt;
+    int n_predict = 64;
+    int64_t ctx = 0;
+    SamplingParams s;
+    bool ignore_eos = false, no_bos = false;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* c = app.add_subcommand("generate", "Generate text from a prompt (streams tokens as they come)");
+  c->footer("Example: switchyard generate -m models/tiny-mixtral-f16.gguf -p \"In the beginning\" -n 32 --temp 0");
+  a->m.add_to(*c);
+  c->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
+  c->add_option("-n,--n-predict", a->n_predict, "Tokens to generate")->check(CLI::Range(0, 1 << 20));
+  c->add_option("-c,--ctx-size", a->ctx, "Context size (default: the model's training context)")->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  c->add_option("--temp", a->s.temperature, "Temperature; 0 = greedy");
+  c->add_option("--top-k", a->s.top_k, "Keep the k most likely tokens (0 = off)");
+  c->add_option("--top-p", a->s.top_p, "Nucleus sampling threshold (1 = off)");
+  c->add_option("--min-p", a->s.min_p, "Drop tokens below this fraction of the top probability (0 = off)");
+  c->add_option("--repeat-penalty", a->s.repeat_penalty, "Penalty for recently seen tokens (1 = off)");
+  c->add_option("--repeat-last-n", a->s.repeat_last_n, "How many recent tokens the penalty looks at");
+  c->add_option("--seed", a->s.seed, "Random seed");
+  c->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past end-of-generation tokens");
+  c->add_flag("--no-bos", a->no_bos, "Do not add BOS to the prompt");
+  c->callback([a] {
+    a->s.validate();
+    auto model = load_model(a->m);
+    const Tokenizer& tok = model->tokenizer();
+    const auto prompt = tok.encode(a->prompt, tok.add_bos_default() && !a->no_bos, true);
+    if (prompt.empty()) throw Error("generate: the prompt has no tokens");
+    const int64_t n_ctx = a->ctx > 0 ? a->ctx : std::min<int64_t>(model->hparams().n_ctx_train, 4096);
+    if (static_cast<int64_t>(prompt.size()) >= n_ctx) {
+      throw Error("generate: the prompt has " + std::to_string(prompt.size()) + " tokens but the context holds " +
+                  std::to_string(n_ctx) + "; raise --ctx-size");
+    }
+    ThreadPool pool(a->m.n_threads());
+    Session session(*model, pool, n_ctx, a->m.moe());
+    Sampler sampler(a->s);
+    for (int32_t t : prompt) sampler.accept(t);
+
+    std::fputs(a->prompt.c_str(), stdout);
+    std::fflush(stdout);
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
+    session.eval(prompt);
+    const auto t1 = clock::now();
+    StreamDecoder out(tok);
+    int generated = 0;
+    while (generated < a->n_predict && session.n_past() < n_ctx) {
+      const int32_t next = sampler.sample(session.logits(), model->hparams().n_vocab);
+      if (!a->ignore_eos && tok.is_eog(next)) break;
+      sampler.accept(next);
+      std::fputs(out.push(next).c_str(), stdout);
+      std::fflush(stdout);
+      ++generated;
+      if (generated < a->n_predict && session.n_past() < n_ctx) session.eval({next});
+    }
+    std::fputs(out.flush().c_str(), stdout);
+    std::fputs("\n", stdout);
+    const auto t2 = clock::now();
+    const double pt = std::chrono::duration<double>(t1 - t0).count();
+    const double gt = std::chrono::duration<double>(t2 - t1).count();
+    std::fprintf(stderr, "\nprompt: %zu tokens, %.1f tokens/s | generation: %d tokens, %.1f tokens/s | %d threads\n",
+                 prompt.size(), prompt.size() / std::max(pt, 1e-9), generated, generated / std::max(gt, 1e-9), pool.size());
+  });
+}
+
+}  // namespace sy::cli

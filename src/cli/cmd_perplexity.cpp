@@ -1,0 +1,58 @@
+// switchyard perplexity: llama.cpp-compatible perplexity of a text file.
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "cli/common.h"
+#include "runtime/perplexity.h"
+
+namespace sy::cli {
+
+void add_perplexity(CLI::App& app) {
+  struct Args {
+    ModelArgs m;
+    std::string file;
+    int64_t ctx = 512;
+    int64_t chunks = 0;
+    bool json = false;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* c = app.add_subcommand("perplexity", "Perplexity of a text file (llama.cpp's method)");
+  c->footer("Example: switchyard perplexity -m model.gguf -f valid.txt -c 256 --json");
+  a->m.add_to(*c);
+  c->add_option("-f,--file", a->file, "UTF-8 text file")->required();
+  c->add_option("-c,--ctx-size", a->ctx, "Window size in tokens")->check(CLI::Range(int64_t{4}, int64_t{1} << 20));
+  c->add_option("--chunks", a->chunks, "Score at most this many windows (0 = all)");
+  c->add_flag("--json", a->json, "Print the result as a JSON object");
+  c->callback([a] {
+    std::ifstream in(a->file, std::ios::binary);
+    if (!in) throw Error("perplexity: cannot read " + a->file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string text = ss.str();
+    if (!text.empty() && text.back() == '\n') text.pop_back();  // as llama.cpp's file loader
+    auto model = load_model(a->m);
+    const Tokenizer& tok = model->tokenizer();
+    const auto tokens = tok.encode(text, tok.add_bos_default(), false);
+    ThreadPool pool(a->m.n_threads());
+    const bool tty = !a->json;
+    auto r = perplexity(*model, tokens, a->ctx, pool, a->m.moe(), a->chunks, [&](int64_t done, int64_t total, double ppl) {
+      std::fprintf(stderr, "\r[%lld/%lld] ppl %.4f", static_cast<long long>(done), static_cast<long long>(total), ppl);
+      if (done == total) std::fputc('\n', stderr);
+    });
+    if (a->json) {
+      nlohmann::json j = {{"ppl", r.ppl}, {"nll", r.nll}, {"ctx", a->ctx}, {"n_chunks", r.n_chunks},
+                          {"n_scored", r.n_scored}, {"n_tokens", r.n_tokens}, {"file", a->file}};
+      std::printf("%s\n", j.dump().c_str());
+    } else if (tty) {
+      std::printf("perplexity: %.4f over %lld windows of %lld tokens (%lld tokens scored)\n", r.ppl,
+                  static_cast<long long>(r.n_chunks), static_cast<long long>(a->ctx), static_cast<long long>(r.n_scored));
+    }
+  });
+}
+
+}  // namespace sy::cli

@@ -1,0 +1,51 @@
+#include "cli/common.h"
+
+#include <charconv>
+
+#include "base/error.h"
+
+namespace sy::cli {
+
+void ModelArgs::add_to(CLI::App& app, bool with_moe) {
+  app.add_option("-m,--model", model, "GGUF model file")->required();
+  app.add_option("-t,--threads", threads, "Worker threads (default: all cores)")->check(CLI::Range(1, 1024));
+  if (!with_moe) return;
+  app.add_option("--moe-gating", gating, "MoE dispatch: dynamic (default) or static (GShard capacity, drops overflow)")
+      ->check(CLI::IsMember({"dynamic", "static"}));
+  app.add_option("--capacity-factor", capacity_factor, "Static gating capacity factor (slots per expert = F * tokens * k / experts)")
+      ->check(CLI::PositiveNumber);
+}
+
+MoeOptions ModelArgs::moe() const {
+  MoeOptions o;
+  o.gating = gating == "static" ? GatingMode::Static : GatingMode::Dynamic;
+  o.capacity_factor = capacity_factor;
+  return o;
+}
+
+std::unique_ptr<Model> load_model(const ModelArgs& a) { return Model::load(a.model); }
+
+std::vector<int32_t> parse_token_list(const std::string& csv, int64_t n_vocab) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i <= csv.size()) {
+    size_t j = csv.find(',', i);
+    if (j == std::string::npos) j = csv.size();
+    std::string item = csv.substr(i, j - i);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size()) {
+      throw Error("--tokens: '" + item + "' is not a token id; expected comma-separated integers like 1,2,3");
+    }
+    if (v < 0 || v >= n_vocab) {
+      throw Error("--tokens: id " + item + " is outside the vocabulary (0.." + std::to_string(n_vocab - 1) + ")");
+    }
+    ids.push_back(static_cast<int32_t>(v));
+    i = j + 1;
+  }
+  return ids;
+}
+
+}  // namespace sy::cli

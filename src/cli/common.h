@@ -1,0 +1,39 @@
+// Options and helpers shared by the subcommands.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "model/model.h"
+#include "moe/moe_layer.h"
+
+namespace sy::cli {
+
+struct ModelArgs {
+  std::string model;
+  int threads = 0;  // 0: all cores
+  std::string gating = "dynamic";
+  double capacity_factor = 1.0;
+
+  void add_to(CLI::App& app, bool with_moe = true);
+  MoeOptions moe() const;
+  int n_threads() const { return threads > 0 ? threads : ThreadPool::default_threads(); }
+};
+
+std::unique_ptr<Model> load_model(const ModelArgs& a);
+
+// Prompt text or comma-separated token ids, turned into the token list to evaluate.
+std::vector<int32_t> parse_token_list(const std::string& csv, int64_t n_vocab);
+
+// Subcommand registration; each lives in cmd_<name>.cpp.
+void add_generate(CLI::App& app);
+void add_logits(CLI::App& app);
+void add_tokenize(CLI::App& app);
+void add_perplexity(CLI::App& app);
+void add_info(CLI::App& app);
+
+}  // namespace sy::cli

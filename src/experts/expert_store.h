@@ -1,0 +1,41 @@
+// Where each (layer, expert) weight block lives and how the MoE layer gets it. The MoE
+// layer only asks for the experts that received tokens, so a store can count exactly
+// which weights a step touched. Everything is resident here; tiered stores (RAM over
+// disk, GPU over host) implement the same interface.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "experts/ffn_weights.h"
+
+namespace sy {
+
+class GgufFile;
+struct HParams;
+
+class ExpertStore {
+ public:
+  virtual ~ExpertStore() = default;
+  // The expert's weights, usable until release() of the same expert.
+  virtual FfnWeights acquire(int layer, int expert) = 0;
+  virtual void release(int layer, int expert) { (void)layer; (void)expert; }
+  virtual size_t expert_bytes(int layer, int expert) const = 0;
+};
+
+// All experts stay in the memory-mapped model file.
+class ResidentExpertStore : public ExpertStore {
+ public:
+  // Binds `blk.N.ffn_{gate,up,down}_exps.weight` (3-D, one slice per expert) or the older
+  // per-expert layout `blk.N.ffn_{gate,up,down}.E.weight`.
+  static std::unique_ptr<ResidentExpertStore> from_gguf(const GgufFile& f, const HParams& hp);
+
+  FfnWeights acquire(int layer, int expert) override { return experts_[layer][expert]; }
+  size_t expert_bytes(int layer, int expert) const override { return experts_[layer][expert].bytes(); }
+
+ private:
+  std::vector<std::vector<FfnWeights>> experts_;  // [layer][expert]; empty for dense layers
+};
+
+}  // namespace sy

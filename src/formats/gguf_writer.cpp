@@ -1,0 +1,175 @@
+#include "formats/gguf_writer.h"
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include "base/error.h"
+
+namespace sy {
+namespace {
+
+template <class T>
+void put(std::vector<uint8_t>& out, T v) {
+  const auto* p = reinterpret_cast<const uint8_t*>(&v);
+  out.insert(out.end(), p, p + sizeof(T));
+}
+
+void put_string(std::vector<uint8_t>& out, std::string_view s) {
+  put<uint64_t>(out, s.size());
+  out.insert(out.end(), s.begin(), s.end());
+}
+
+size_t elem_size(GgufType t) {
+  switch (t) {
+    case GgufType::UINT8: case GgufType::INT8: case GgufType::BOOL: return 1;
+    case GgufType::UINT16: case GgufType::INT16: return 2;
+    case GgufType::UINT32: case GgufType::INT32: case GgufType::FLOAT32: return 4;
+    default: return 8;
+  }
+}
+
+void put_value(std::vector<uint8_t>& out, const GgufValue& v) {
+  switch (v.type) {
+    case GgufType::UINT8: put<uint8_t>(out, static_cast<uint8_t>(std::get<uint64_t>(v.v))); break;
+    case GgufType::UINT16: put<uint16_t>(out, static_cast<uint16_t>(std::get<uint64_t>(v.v))); break;
+    case GgufType::UINT32: put<uint32_t>(out, static_cast<uint32_t>(std::get<uint64_t>(v.v))); break;
+    case GgufType::UINT64: put<uint64_t>(out, std::get<uint64_t>(v.v)); break;
+    case GgufType::INT8: put<int8_t>(out, static_cast<int8_t>(std::get<int64_t>(v.v))); break;
+    case GgufType::INT16: put<int16_t>(out, static_cast<int16_t>(std::get<int64_t>(v.v))); break;
+    case GgufType::INT32: put<int32_t>(out, static_cast<int32_t>(std::get<int64_t>(v.v))); break;
+    case GgufType::INT64: put<int64_t>(out, std::get<int64_t>(v.v)); break;
+    case GgufType::FLOAT32: put<float>(out, static_cast<float>(std::get<double>(v.v))); break;
+    case GgufType::FLOAT64: put<double>(out, std::get<double>(v.v)); break;
+    case GgufType::BOOL: put<uint8_t>(out, std::get<bool>(v.v) ? 1 : 0); break;
+    case GgufType::STRING: put_string(out, std::get<std::string_view>(v.v)); break;
+    case GgufType::ARRAY: {
+      const GgufArray& a = std::get<GgufArray>(v.v);
+      put<uint32_t>(out, static_cast<uint32_t>(a.elem_type));
+      put<uint64_t>(out, a.count);
+      if (a.elem_type == GgufType::STRING) {
+        for (auto s : a.strings) put_string(out, s);
+      } else if (a.elem_type == GgufType::ARRAY) {
+        for (const auto& item : a.items) put_value(out, item);
+      } else {
+        out.insert(out.end(), a.data, a.data + a.count * elem_size(a.elem_type));
+      }
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+void GgufWriter::set_alignment(uint32_t a) {
+  if (a == 0 || (a & (a - 1)) != 0) throw Error("GGUF alignment must be a power of two");
+  alignment_ = a;
+  add_uint32("general.alignment", a);
+}
+
+#define SY_ADD_SCALAR(fn, T, tag)                       \
+  void GgufWriter::fn(const std::string& key, T v) {    \
+    put_string(kv_, key);                               \
+    put<uint32_t>(kv_, static_cast<uint32_t>(tag));     \
+    put<T>(kv_, v);                                     \
+    ++n_kv_;                                            \
+  }
+SY_ADD_SCALAR(add_uint32, uint32_t, GgufType::UINT32)
+SY_ADD_SCALAR(add_int32, int32_t, GgufType::INT32)
+SY_ADD_SCALAR(add_uint64, uint64_t, GgufType::UINT64)
+SY_ADD_SCALAR(add_float32, float, GgufType::FLOAT32)
+#undef SY_ADD_SCALAR
+
+void GgufWriter::add_bool(const std::string& key, bool v) {
+  put_string(kv_, key);
+  put<uint32_t>(kv_, static_cast<uint32_t>(GgufType::BOOL));
+  put<uint8_t>(kv_, v ? 1 : 0);
+  ++n_kv_;
+}
+
+void GgufWriter::add_string(const std::string& key, const std::string& v) {
+  put_string(kv_, key);
+  put<uint32_t>(kv_, static_cast<uint32_t>(GgufType::STRING));
+  put_string(kv_, v);
+  ++n_kv_;
+}
+
+void GgufWriter::add_string_array(const std::string& key, const std::vector<std::string>& v) {
+  put_string(kv_, key);
+  put<uint32_t>(kv_, static_cast<uint32_t>(GgufType::ARRAY));
+  put<uint32_t>(kv_, static_cast<uint32_t>(GgufType::STRING));
+  put<uint64_t>(kv_, v.size());
+  for (const auto& s : v) put_string(kv_, s);
+  ++n_kv_;
+}
+
+void GgufWriter::add_float32_array(const std::string& key, const std::vector<float>& v) {
+  put_string(kv_, key);
+  put<uint32_t>(kv_, static_cast<uint32_t>(GgufType::ARRAY));
+  put<uint32_t>(kv_, static_cast<uint32_t>(GgufType::FLOAT32));
+  put<uint64_t>(kv_, v.size());
+  for (float x : v) put<float>(kv_, x);
+  ++n_kv_;
+}
+
+void GgufWriter::add_int32_array(const std::string& key, const std::vector<int32_t>& v) {
+  put_string(kv_, key);
+  put<uint32_t>(kv_, static_cast<uint32_t>(GgufType::ARRAY));
+  put<uint32_t>(kv_, static_cast<uint32_t>(GgufType::INT32));
+  put<uint64_t>(kv_, v.size());
+  for (int32_t x : v) put<int32_t>(kv_, x);
+  ++n_kv_;
+}
+
+void GgufWriter::add_value(const std::string& key, const GgufValue& v) {
+  put_string(kv_, key);
+  put<uint32_t>(kv_, static_cast<uint32_t>(v.type));
+  put_value(kv_, v);
+  ++n_kv_;
+}
+
+void GgufWriter::add_tensor(const std::string& name, DType type, const std::vector<int64_t>& shape,
+                            std::vector<uint8_t> data) {
+  int64_t rows = 1;
+  for (size_t i = 1; i < shape.size(); ++i) rows *= shape[i];
+  const size_t need = dtype_row_bytes(type, shape.at(0)) * static_cast<size_t>(rows);
+  if (data.size() != need) {
+    throw Error("GGUF writer: tensor '" + name + "' has " + std::to_string(data.size()) + " bytes, its shape needs " + std::to_string(need));
+  }
+  tensors_.push_back({name, type, shape, std::move(data)});
+}
+
+void GgufWriter::write(const std::string& path) const {
+  std::vector<uint8_t> head;
+  head.insert(head.end(), {'G', 'G', 'U', 'F'});
+  put<uint32_t>(head, version_);
+  put<uint64_t>(head, tensors_.size());
+  put<uint64_t>(head, n_kv_);
+  head.insert(head.end(), kv_.begin(), kv_.end());
+  uint64_t offset = 0;
+  std::vector<uint64_t> offsets;
+  for (const Tensor& t : tensors_) {
+    put_string(head, t.name);
+    put<uint32_t>(head, static_cast<uint32_t>(t.shape.size()));
+    for (int64_t d : t.shape) put<uint64_t>(head, static_cast<uint64_t>(d));
+    put<uint32_t>(head, static_cast<uint32_t>(t.type));
+    put<uint64_t>(head, offset);
+    offsets.push_back(offset);
+    offset = (offset + t.data.size() + alignment_ - 1) / alignment_ * alignment_;
+  }
+  head.resize((head.size() + alignment_ - 1) / alignment_ * alignment_, 0);
+
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), std::fclose);
+  if (!f) throw Error("cannot write " + path);
+  bool ok = std::fwrite(head.data(), 1, head.size(), f.get()) == head.size();
+  uint64_t pos = 0;
+  const std::vector<uint8_t> zeros(alignment_, 0);
+  for (size_t i = 0; i < tensors_.size() && ok; ++i) {
+    ok = std::fwrite(zeros.data(), 1, offsets[i] - pos, f.get()) == offsets[i] - pos;
+    ok = ok && std::fwrite(tensors_[i].data.data(), 1, tensors_[i].data.size(), f.get()) == tensors_[i].data.size();
+    pos = offsets[i] + tensors_[i].data.size();
+  }
+  if (!ok) throw Error("write failed: " + path);
+}
+
+}  // namespace sy

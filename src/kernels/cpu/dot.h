@@ -1,0 +1,31 @@
+// Row dot products, one per weight type, with runtime CPU dispatch. Float weights take
+// float activations; quantized weights take activations quantized to Q8_0 (integer dot
+// products inside each 32-value block, scaled once per block), as llama.cpp does.
+#pragma once
+
+#include <cstdint>
+
+#include "base/dtype.h"
+
+namespace sy::cpu {
+
+struct DotKernels {
+  const char* isa;
+  float (*f32)(const float* w, const float* x, int64_t n);
+  float (*f16)(const uint16_t* w, const float* x, int64_t n);
+  float (*bf16)(const uint16_t* w, const float* x, int64_t n);
+  float (*q8_0)(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n);
+  float (*q4_0)(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n);
+};
+
+// Best kernels for this CPU, chosen once; SY_ISA=scalar in the environment forces the
+// portable reference kernels.
+const DotKernels& dot_kernels();
+const DotKernels& dot_kernels_scalar();
+// nullptr when the CPU lacks AVX2/FMA/F16C.
+const DotKernels* dot_kernels_avx2();
+
+// True when weights of this type take Q8_0 activations.
+inline bool takes_q8_activations(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+
+}  // namespace sy::cpu

@@ -1,0 +1,62 @@
+#include "kernels/cpu/ops.h"
+
+#include <cmath>
+
+namespace sy::cpu {
+
+void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* y) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(n)) + eps);
+  if (weight) {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+  }
+}
+
+void softmax(float* x, int64_t n) {
+  float max = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) max = std::fmax(max, x[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void swiglu(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void rope(float* x, int n_heads, int head_dim, int32_t pos, const RopeParams& p) {
+  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
+  const int half = p.n_rot / 2;
+  // Angles computed by repeated multiplication in float, the way ggml does, so that
+  // positions in the thousands give the same rounding.
+  float cos_t[256], sin_t[256];
+  float theta = static_cast<float>(pos);
+  for (int i = 0; i < half && i < 256; ++i) {
+    const float t = p.freq_scale * theta;
+    cos_t[i] = std::cos(t);
+    sin_t[i] = std::sin(t);
+    theta *= theta_scale;
+  }
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + static_cast<int64_t>(h) * head_dim;
+    for (int i = 0; i < half; ++i) {
+      const int a = p.type == RopeType::Norm ? 2 * i : i;
+      const int b = p.type == RopeType::Norm ? 2 * i + 1 : i + half;
+      const float x0 = v[a], x1 = v[b];
+      v[a] = x0 * cos_t[i] - x1 * sin_t[i];
+      v[b] = x0 * sin_t[i] + x1 * cos_t[i];
+    }
+  }
+}
+
+}  // namespace sy::cpu

@@ -1,0 +1,147 @@
+#include "model/forward.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "base/error.h"
+#include "kernels/cpu/quantize.h"
+
+namespace sy {
+namespace {
+
+void add_bias(float* rows, int64_t n, int64_t dim, const std::vector<float>& bias) {
+  if (bias.empty()) return;
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t i = 0; i < dim; ++i) rows[t * dim + i] += bias[i];
+}
+
+void add_into(float* dst, const float* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+}  // namespace
+
+Forward::Forward(const Model& model, ThreadPool& pool, MoeOptions moe)
+    : model_(model), hp_(model.hparams()), pool_(pool), moe_opt_(moe) {
+  router_rules_.n_expert = hp_.n_expert;
+  router_rules_.k = hp_.n_expert_used;
+  router_rules_.renormalize = hp_.rules->renormalize_topk;
+  router_rules_.scale = hp_.rules->scale_expert_weights ? hp_.expert_weights_scale : 1.0f;
+  moe_stats_.resize(hp_.n_layer);
+}
+
+KvCache Forward::make_cache(int64_t n_ctx, int n_seq) const {
+  return KvCache(hp_.n_layer, n_ctx, hp_.k_dim(), hp_.v_dim(), n_seq);
+}
+
+void Forward::attention_block(int il, const Batch& b, KvCache& cache) {
+  const LayerWeights& L = model_.weights().layers[il];
+  const int64_t n = b.size(), d = hp_.n_embd;
+  const int64_t qd = hp_.q_dim(), kd = hp_.k_dim(), vd = hp_.v_dim();
+  const int64_t od = int64_t{hp_.n_head} * hp_.head_dim_v;
+
+  for (int64_t t = 0; t < n; ++t) cpu::rms_norm(&x_[t * d], L.attn_norm.data(), d, hp_.rms_eps, &h_[t * d]);
+  cpu::matmul(L.wq, {h_.data(), n, d}, {q_.data(), qd}, pool_, scratch_);
+  cpu::matmul(L.wk, {h_.data(), n, d}, {k_.data(), kd}, pool_, scratch_);
+  cpu::matmul(L.wv, {h_.data(), n, d}, {v_.data(), vd}, pool_, scratch_);
+  add_bias(q_.data(), n, qd, L.bq);
+  add_bias(k_.data(), n, kd, L.bk);
+  add_bias(v_.data(), n, vd, L.bv);
+
+  for (int64_t t = 0; t < n; ++t) {
+    float* q = &q_[t * qd];
+    float* k = &k_[t * kd];
+    if (hp_.rules->qk_norm == QkNorm::FullWidth) {
+      cpu::rms_norm(q, L.q_norm.data(), qd, hp_.rms_eps, q);
+      cpu::rms_norm(k, L.k_norm.data(), kd, hp_.rms_eps, k);
+    } else if (hp_.rules->qk_norm == QkNorm::PerHead) {
+      for (int h = 0; h < hp_.n_head; ++h) cpu::rms_norm(q + h * hp_.head_dim_k, L.q_norm.data(), hp_.head_dim_k, hp_.rms_eps, q + h * hp_.head_dim_k);
+      for (int h = 0; h < hp_.n_head_kv; ++h) cpu::rms_norm(k + h * hp_.head_dim_k, L.k_norm.data(), hp_.head_dim_k, hp_.rms_eps, k + h * hp_.head_dim_k);
+    }
+    cpu::rope(q, hp_.n_head, hp_.head_dim_k, b.positions[t], hp_.rope);
+    cpu::rope(k, hp_.n_head_kv, hp_.head_dim_k, b.positions[t], hp_.rope);
+    std::memcpy(cache.k_row(il, b.seq[t], b.positions[t]), k, kd * sizeof(float));
+    std::memcpy(cache.v_row(il, b.seq[t], b.positions[t]), &v_[t * vd], vd * sizeof(float));
+  }
+
+  // Attention per run of consecutive tokens of one sequence.
+  const cpu::AttentionShape shape{hp_.n_head, hp_.n_head_kv, hp_.head_dim_k, hp_.head_dim_v,
+                                  1.0f / std::sqrt(static_cast<float>(hp_.head_dim_k))};
+  for (int64_t t0 = 0; t0 < n;) {
+    int64_t t1 = t0 + 1;
+    while (t1 < n && b.seq[t1] == b.seq[t0]) ++t1;
+    cpu::attention(&q_[t0 * qd], qd, t1 - t0, &b.positions[t0], cache.view(il, b.seq[t0]), shape,
+                   &attn_[t0 * od], od, pool_, scores_);
+    t0 = t1;
+  }
+
+  cpu::matmul(L.wo, {attn_.data(), n, od}, {proj_.data(), d}, pool_, scratch_);
+  add_bias(proj_.data(), n, d, L.bo);
+  add_into(x_.data(), proj_.data(), n * d);
+}
+
+void Forward::ffn_block(int il, int64_t n) {
+  const LayerWeights& L = model_.weights().layers[il];
+  const int64_t d = hp_.n_embd;
+  for (int64_t t = 0; t < n; ++t) cpu::rms_norm(&x_[t * d], L.ffn_norm.data(), d, hp_.rms_eps, &h_[t * d]);
+
+  if (!hp_.layer_is_moe(il)) {
+    ffn_.run(L.dense, {h_.data(), n, d}, {ffn_out_.data(), d}, pool_);
+    add_into(x_.data(), ffn_out_.data(), n * d);
+    return;
+  }
+  moe_stats_[il] = moe_.forward(h_.data(), n, d, L.router, router_rules_, model_.experts(), il,
+                                moe_opt_, ffn_out_.data(), d, pool_);
+  if (!L.shared_expert.empty()) {
+    ffn_.run(L.shared_expert, {h_.data(), n, d}, {shared_out_.data(), d}, pool_);
+    for (int64_t t = 0; t < n; ++t) {
+      float g = 1.0f;
+      if (!L.shared_gate.empty()) {
+        // sigmoid(gate . h): Qwen-MoE scales the shared expert per token.
+        float s = 0.0f;
+        for (int64_t i = 0; i < d; ++i) s += L.shared_gate[i] * h_[t * d + i];
+        g = 1.0f / (1.0f + std::exp(-s));
+      }
+      for (int64_t i = 0; i < d; ++i) ffn_out_[t * d + i] += shared_out_[t * d + i] * g;
+    }
+  }
+  add_into(x_.data(), ffn_out_.data(), n * d);
+}
+
+void Forward::run(const Batch& b, KvCache& cache, std::vector<float>& logits) {
+  const int64_t n = b.size(), d = hp_.n_embd;
+  if (n == 0) return;
+  for (int64_t t = 0; t < n; ++t) {
+    if (b.tokens[t] < 0 || b.tokens[t] >= hp_.n_vocab) {
+      throw Error("token id " + std::to_string(b.tokens[t]) + " is out of range (vocabulary has " +
+                  std::to_string(hp_.n_vocab) + " tokens)");
+    }
+    if (b.positions[t] < 0 || b.positions[t] >= cache.n_ctx()) {
+      throw Error("position " + std::to_string(b.positions[t]) + " does not fit the context of " +
+                  std::to_string(cache.n_ctx()) + " tokens; use a larger --ctx-size or a shorter input");
+    }
+    if (b.seq[t] < 0 || b.seq[t] >= cache.n_seq()) throw Error("sequence id out of range");
+  }
+  auto grow = [](std::vector<float>& v, int64_t size) { if (v.size() < static_cast<size_t>(size)) v.resize(size); };
+  grow(x_, n * d); grow(h_, n * d); grow(proj_, n * d); grow(ffn_out_, n * d); grow(shared_out_, n * d);
+  grow(q_, n * hp_.q_dim()); grow(k_, n * hp_.k_dim()); grow(v_, n * hp_.v_dim());
+  grow(attn_, n * hp_.n_head * hp_.head_dim_v);
+
+  const WeightMatrix& emb = model_.weights().token_embd;
+  for (int64_t t = 0; t < n; ++t) cpu::dequantize_row(emb.dtype, emb.row(b.tokens[t]), &x_[t * d], d);
+
+  for (int il = 0; il < hp_.n_layer; ++il) {
+    attention_block(il, b, cache);
+    ffn_block(il, n);
+  }
+
+  // Final norm and the output head only for the rows that want logits.
+  int64_t n_out = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    if (b.want_logits[t]) cpu::rms_norm(&x_[t * d], model_.weights().output_norm.data(), d, hp_.rms_eps, &h_[n_out++ * d]);
+  }
+  logits.resize(static_cast<size_t>(n_out * hp_.n_vocab));
+  cpu::matmul(model_.weights().output, {h_.data(), n_out, d}, {logits.data(), hp_.n_vocab}, pool_, scratch_);
+}
+
+}  // namespace sy

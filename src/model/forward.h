@@ -1,0 +1,49 @@
+// One forward step of the transformer over a Batch: embeddings, attention with the KV
+// cache, dense or MoE feed-forward per layer, and logits for the tokens that want them.
+// Holds the step's scratch buffers, so one Forward serves one thread of control.
+#pragma once
+
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/cpu/matmul.h"
+#include "model/batch.h"
+#include "model/model.h"
+#include "moe/moe_layer.h"
+#include "runtime/kv_cache.h"
+
+namespace sy {
+
+class Forward {
+ public:
+  Forward(const Model& model, ThreadPool& pool, MoeOptions moe = {});
+
+  // Appends the batch's K/V to `cache` and writes one row of n_vocab logits per token
+  // with want_logits set, in batch order. Throws sy::Error for out-of-range token ids or
+  // positions beyond the cache.
+  void run(const Batch& batch, KvCache& cache, std::vector<float>& logits);
+
+  KvCache make_cache(int64_t n_ctx, int n_seq = 1) const;
+  // Per MoE layer, what the last step did (empty entries for dense layers).
+  const std::vector<MoeStepStats>& moe_stats() const { return moe_stats_; }
+  const MoeLayer& moe_layer() const { return moe_; }
+
+ private:
+  void attention_block(int il, const Batch& b, KvCache& cache);
+  void ffn_block(int il, int64_t n);
+
+  const Model& model_;
+  const HParams& hp_;
+  ThreadPool& pool_;
+  MoeOptions moe_opt_;
+  RouterRules router_rules_;
+
+  std::vector<float> x_, h_, q_, k_, v_, attn_, proj_, ffn_out_, shared_out_, shared_gate_;
+  std::vector<float> scores_;
+  cpu::MatmulScratch scratch_;
+  MoeLayer moe_;
+  FfnRunner ffn_;
+  std::vector<MoeStepStats> moe_stats_;
+};
+
+}  // namespace sy

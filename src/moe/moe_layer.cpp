@@ -1,0 +1,63 @@
+#include "moe/moe_layer.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace sy {
+
+MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const WeightMatrix& router,
+                               const RouterRules& rules, ExpertStore& store, int layer,
+                               const MoeOptions& opt, float* out, int64_t out_ld, ThreadPool& pool) {
+  const int64_t d = router.cols;
+  const int n_expert = rules.n_expert;
+  MoeStepStats stats;
+  stats.tokens = n;
+
+  logits_.resize(static_cast<size_t>(n * n_expert));
+  cpu::matmul(router, {x, n, ld}, {logits_.data(), n_expert}, pool, scratch_);
+  route(logits_.data(), n_expert, n, rules, routing_);
+  if (opt.gating == GatingMode::Dynamic) {
+    build_dynamic_plan(routing_, n_expert, plan_);
+  } else {
+    build_static_plan(routing_, n_expert, opt.capacity_factor, plan_);
+  }
+
+  // Gather: row r of the gathered block is its source token's row (zeros for padding).
+  const int64_t rows = plan_.n_rows();
+  gathered_.resize(static_cast<size_t>(rows * d));
+  expert_out_.resize(static_cast<size_t>(rows * d));
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t t = plan_.row_token[r];
+    float* dst = gathered_.data() + r * d;
+    if (t >= 0) std::memcpy(dst, x + t * ld, d * sizeof(float));
+    else std::fill(dst, dst + d, 0.0f);
+  }
+
+  // Each active expert once over its whole block; experts without rows are never acquired.
+  for (int32_t e : plan_.active) {
+    const int64_t r0 = plan_.offset[e], nr = plan_.rows(e);
+    FfnWeights w = store.acquire(layer, e);
+    ffn_.run(w, {gathered_.data() + r0 * d, nr, d}, {expert_out_.data() + r0 * d, d}, pool);
+    store.release(layer, e);
+    stats.active_experts++;
+    stats.rows_computed += nr;
+    stats.expert_bytes_read += w.bytes();
+  }
+
+  // Combine in choice order j = 0..k-1 so the sum is the same whatever the plan.
+  for (int64_t t = 0; t < n; ++t) {
+    float* o = out + t * out_ld;
+    std::fill(o, o + d, 0.0f);
+    for (int j = 0; j < plan_.k; ++j) {
+      const int64_t s = plan_.slot[t * plan_.k + j];
+      if (s < 0) continue;
+      const float w = plan_.weight[t * plan_.k + j];
+      const float* y = expert_out_.data() + s * d;
+      for (int64_t i = 0; i < d; ++i) o[i] += w * y[i];
+    }
+  }
+  stats.dropped = plan_.n_dropped();
+  return stats;
+}
+
+}  // namespace sy

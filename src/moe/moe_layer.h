@@ -1,0 +1,49 @@
+// The MoE block: route, plan (dynamic or static gating), gather each expert's tokens into
+// one contiguous block, run each active expert once over its block, then scale by the
+// gate weights and scatter-add back to token order.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "experts/expert_store.h"
+#include "experts/ffn.h"
+#include "moe/dispatch_plan.h"
+
+namespace sy {
+
+enum class GatingMode { Dynamic, Static };
+
+struct MoeOptions {
+  GatingMode gating = GatingMode::Dynamic;
+  double capacity_factor = 1.0;  // static gating only
+};
+
+// What one MoE layer call did, for traces and benchmarks.
+struct MoeStepStats {
+  int64_t tokens = 0;
+  int64_t active_experts = 0;
+  int64_t rows_computed = 0;  // including static-gating padding
+  int64_t dropped = 0;
+  size_t expert_bytes_read = 0;
+};
+
+class MoeLayer {
+ public:
+  // x: n token rows of n_embd (ld apart); out gets the block's output (not the residual).
+  MoeStepStats forward(const float* x, int64_t n, int64_t ld, const WeightMatrix& router,
+                       const RouterRules& rules, ExpertStore& store, int layer,
+                       const MoeOptions& opt, float* out, int64_t out_ld, ThreadPool& pool);
+
+  const Routing& last_routing() const { return routing_; }
+  const DispatchPlan& last_plan() const { return plan_; }
+
+ private:
+  Routing routing_;
+  DispatchPlan plan_;
+  std::vector<float> logits_, gathered_, expert_out_;
+  cpu::MatmulScratch scratch_;
+  FfnRunner ffn_;
+};
+
+}  // namespace sy

@@ -1,0 +1,133 @@
+// Dispatched kernels against the scalar reference, on odd shapes and every type.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "kernels/cpu/dot.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quantize.h"
+
+namespace sy::cpu {
+namespace {
+
+std::vector<float> random_vec(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+std::vector<uint8_t> encode(DType t, const std::vector<float>& v, int64_t rows, int64_t cols) {
+  std::vector<uint8_t> out(dtype_row_bytes(t, cols) * rows);
+  for (int64_t r = 0; r < rows; ++r) quantize_row(t, v.data() + r * cols, out.data() + r * dtype_row_bytes(t, cols), cols);
+  return out;
+}
+
+TEST(Kernels, QuantizeRoundTrip) {
+  const auto v = random_vec(96, 1);
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+    const auto q = encode(t, v, 1, 96);
+    std::vector<float> back(96);
+    dequantize_row(t, q.data(), back.data(), 96);
+    const double tol = t == DType::Q4_0 ? 0.25 : t == DType::Q8_0 ? 0.02 : t == DType::BF16 ? 0.02 : 1e-3;
+    for (int i = 0; i < 96; ++i) EXPECT_NEAR(back[i], v[i], tol * (1 + std::fabs(v[i]))) << dtype_name(t) << " " << i;
+  }
+}
+
+TEST(Kernels, DispatchedDotMatchesScalar) {
+  const DotKernels& fast = dot_kernels();
+  const DotKernels& ref = dot_kernels_scalar();
+  for (int64_t n : {32, 64, 96, 160, 256, 4096 + 32}) {
+    const auto w = random_vec(n, 2), x = random_vec(n, 3);
+    std::vector<BlockQ8_0> xq(n / 32);
+    quantize_row_q8_0(x.data(), xq.data(), n);
+    const auto wh = encode(DType::F16, w, 1, n), wb = encode(DType::BF16, w, 1, n);
+    const auto w8 = encode(DType::Q8_0, w, 1, n), w4 = encode(DType::Q4_0, w, 1, n);
+    const double tol = 1e-4 * n;
+    EXPECT_NEAR(fast.f32(w.data(), x.data(), n), ref.f32(w.data(), x.data(), n), tol) << n;
+    auto h = reinterpret_cast<const uint16_t*>(wh.data());
+    EXPECT_NEAR(fast.f16(h, x.data(), n), ref.f16(h, x.data(), n), tol) << n;
+    auto b = reinterpret_cast<const uint16_t*>(wb.data());
+    EXPECT_NEAR(fast.bf16(b, x.data(), n), ref.bf16(b, x.data(), n), tol) << n;
+    auto q8 = reinterpret_cast<const BlockQ8_0*>(w8.data());
+    EXPECT_NEAR(fast.q8_0(q8, xq.data(), n), ref.q8_0(q8, xq.data(), n), tol) << n;
+    auto q4 = reinterpret_cast<const BlockQ4_0*>(w4.data());
+    EXPECT_NEAR(fast.q4_0(q4, xq.data(), n), ref.q4_0(q4, xq.data(), n), tol) << n;
+  }
+  // Float dots on lengths that are not multiples of the vector width.
+  for (int64_t n : {1, 7, 33, 101}) {
+    const auto w = random_vec(n, 4), x = random_vec(n, 5);
+    EXPECT_NEAR(fast.f32(w.data(), x.data(), n), ref.f32(w.data(), x.data(), n), 1e-4 * n);
+  }
+}
+
+TEST(Kernels, MatmulMatchesNaiveProduct) {
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  const int64_t rows = 37, cols = 96, n = 5;
+  const auto w = random_vec(rows * cols, 6), x = random_vec(n * cols, 7);
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+    const auto wq = encode(t, w, rows, cols);
+    WeightMatrix m{t, rows, cols, wq.data(), "w"};
+    std::vector<float> y(n * rows);
+    matmul(m, {x.data(), n, cols}, {y.data(), rows}, pool, scratch);
+    std::vector<float> wr(cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      dequantize_row(t, m.row(r), wr.data(), cols);
+      for (int64_t i = 0; i < n; ++i) {
+        double ref = 0;
+        for (int64_t c = 0; c < cols; ++c) ref += double(wr[c]) * x[i * cols + c];
+        // Quantized weights see Q8_0 activations: allow for that rounding.
+        const double tol = takes_q8_activations(t) ? 0.1 : 1e-3;
+        EXPECT_NEAR(y[i * rows + r], ref, tol) << dtype_name(t) << " r=" << r << " t=" << i;
+      }
+    }
+  }
+}
+
+TEST(Kernels, RmsNormSoftmaxSwiglu) {
+  std::vector<float> x = {1, 2, 3, 4}, w = {1, 1, 2, 2}, y(4);
+  rms_norm(x.data(), w.data(), 4, 0.0f, y.data());
+  const double s = 1.0 / std::sqrt(30.0 / 4);
+  EXPECT_NEAR(y[3], 4 * s * 2, 1e-6);
+  std::vector<float> p = {0, 0, std::log(2.0f)};
+  softmax(p.data(), 3);
+  EXPECT_NEAR(p[2], 0.5, 1e-6);
+  std::vector<float> g = {1.0f, -2.0f}, u = {2.0f, 3.0f};
+  swiglu(g.data(), u.data(), 2);
+  EXPECT_NEAR(g[0], 1.0 / (1 + std::exp(-1.0)) * 2, 1e-6);
+  EXPECT_NEAR(g[1], -2.0 / (1 + std::exp(2.0)) * 3, 1e-6);
+}
+
+TEST(Kernels, RopeRotatesPairs) {
+  RopeParams p{RopeType::Norm, 4, 10000.0f, 1.0f};
+  std::vector<float> v = {1, 0, 1, 0};
+  rope(v.data(), 1, 4, 1, p);
+  EXPECT_NEAR(v[0], std::cos(1.0), 1e-6);
+  EXPECT_NEAR(v[1], std::sin(1.0), 1e-6);
+  EXPECT_NEAR(v[2], std::cos(0.01), 1e-6);  // theta = 10000^(-2/4)
+  p.type = RopeType::Neox;
+  std::vector<float> n = {1, 1, 0, 0};
+  rope(n.data(), 1, 4, 1, p);
+  EXPECT_NEAR(n[0], std::cos(1.0), 1e-6);
+  EXPECT_NEAR(n[2], std::sin(1.0), 1e-6);
+  EXPECT_NEAR(n[3], std::sin(0.01), 1e-6);
+}
+
+TEST(Kernels, ThreadPoolRunsEveryTaskOnce) {
+  ThreadPool pool(3);
+  for (int rep = 0; rep < 50; ++rep) {
+    std::vector<std::atomic<int>> hits(1000);
+    pool.parallel_for(1000, [&](int64_t i, int thread) {
+      EXPECT_LT(thread, 3);
+      hits[i]++;
+    });
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+  }
+}
+
+}  // namespace
+}  // namespace sy::cpu
