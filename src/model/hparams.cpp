@@ -20,7 +20,11 @@ void check(const GgufFile& f, bool ok, const std::string& what) {
 HParams HParams::from_gguf(const GgufFile& f) {
   HParams h;
   h.arch_name = f.get_string("general.architecture");
-  h.rules = &arch_rules(h.arch_name);
+  try {
+    h.rules = &arch_rules(h.arch_name);
+  } catch (const Error& e) {
+    throw Error(f.path() + ": " + e.what());
+  }
   h.model_name = f.get_string("general.name", "");
   const std::string a = h.arch_name + ".";
   auto get = [&](const std::string& key) { return to_int(f, a + key, f.get_uint(a + key)); };

@@ -49,6 +49,8 @@ json load_cases(const std::string& dir) {
   return json::parse(test::read_text_file(test::shared_path(dir + "/cases.json")));
 }
 
+void PrintTo(const CaseRef& c, std::ostream* os) { *os << c.dir << " case " << c.index; }
+
 class FixtureCase : public ::testing::TestWithParam<CaseRef> {};
 
 TEST_P(FixtureCase, MatchesLlamaCpp) {
@@ -99,7 +101,9 @@ TEST_P(FixtureCase, MatchesLlamaCpp) {
       for (size_t j = 0; j < ids.size(); ++j) {
         EXPECT_NEAR(got[ids[j]], vals[j], tol) << "position " << p << " rank " << j;
       }
-      if (vals[0] - vals[1] > 2 * tol) EXPECT_EQ(argmax(got, n_vocab), ids[0]) << "position " << p;
+      if (vals[0] - vals[1] > 2 * tol) {
+        EXPECT_EQ(argmax(got, n_vocab), ids[0]) << "position " << p;
+      }
     }
   }
 

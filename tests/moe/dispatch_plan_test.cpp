@@ -2,6 +2,8 @@
 // ties in the router, and the static-capacity baseline.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "moe/dispatch_plan.h"
 #include "moe/router.h"
 

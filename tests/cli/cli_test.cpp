@@ -1,0 +1,127 @@
+// The switchyard binary as scripts use it: output formats and error messages.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "support/shared_data.h"
+#include "support/temp_file.h"
+
+namespace sy {
+namespace {
+
+struct Result {
+  int code;
+  std::string out;  // stdout and stderr together
+};
+
+Result run(const std::string& args) {
+  const std::string cmd = std::string(SY_CLI_PATH) + " " + args + " 2>&1";
+  Result r{-1, ""};
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string mixtral() { return test::shared_path("fixtures/mixtral/model.gguf"); }
+
+TEST(Cli, LogitsFromTokensMatchFixture) {
+  const auto cases = nlohmann::json::parse(test::read_text_file(test::shared_path("fixtures/mixtral/cases.json")));
+  const auto& c = cases["cases"][0];
+  std::string ids;
+  for (int t : c["tokens"]) ids += (ids.empty() ? "" : ",") + std::to_string(t);
+  test::TempFile out(".f32");
+  const Result r = run("logits -m " + mixtral() + " --tokens " + ids + " -o " + out.path());
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto got = test::read_f32_file(out.path());
+  const auto want = test::read_f32_file(test::shared_path("fixtures/mixtral/" + c["logits_file"].get<std::string>()));
+  ASSERT_EQ(got.size(), c["tokens"].size() * 32000);
+  ASSERT_EQ(want.size(), got.size());  // the `en` case stores every position
+  double max_ref = 0, max_diff = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    max_ref = std::max(max_ref, std::fabs(double(want[i])));
+    max_diff = std::max(max_diff, std::fabs(double(want[i]) - got[i]));
+  }
+  EXPECT_LE(max_diff, 1e-3 * max_ref);
+}
+
+TEST(Cli, LogitsFromPromptAddsBos) {
+  test::TempFile out(".f32");
+  const Result r = run("logits -m " + mixtral() + " -p 'Hello world' -o " + out.path());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(test::read_f32_file(out.path()).size(), 3u * 32000);  // <s> Hello world
+}
+
+TEST(Cli, TokenizeIdsAsJson) {
+  Result r = run("tokenize -m " + mixtral() + " -p 'Hello world' --ids");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out), nlohmann::json::parse("[1, 15043, 3186]"));
+  r = run("tokenize -m " + mixtral() + " -p 'Hello world' --ids --no-bos");
+  EXPECT_EQ(nlohmann::json::parse(r.out), nlohmann::json::parse("[15043, 3186]"));
+  // Special-token text is parsed unless --no-special.
+  r = run("tokenize -m " + mixtral() + " -p 'a</s>' --ids --no-bos");
+  EXPECT_EQ(nlohmann::json::parse(r.out).back(), 2);
+  r = run("tokenize -m " + mixtral() + " -p 'a</s>' --ids --no-bos --no-special");
+  EXPECT_NE(nlohmann::json::parse(r.out).back(), 2);
+  // Vocabulary-only files work too.
+  r = run("tokenize -m " + test::shared_path("fixtures/tokenizers/ggml-vocab-gpt-2.gguf") + " -p 'Hello world' --ids");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out), nlohmann::json::parse("[15496, 995]"));
+}
+
+TEST(Cli, GenerateGreedyMatchesRecordedContinuation) {
+  const auto cases = nlohmann::json::parse(test::read_text_file(test::shared_path("models/tiny-mixtral/cases.json")));
+  const Result r = run(std::string("generate -m ") + SY_SOURCE_DIR + "/models/tiny-mixtral-f16.gguf -p 'A fool and his money' -n 16 --temp 0 -t 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("A fool and his money is a good thing.\n-- Lao Tse, \"The Tao"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tokens/s"), std::string::npos);
+}
+
+TEST(Cli, PerplexityJson) {
+  const Result r = run(std::string("perplexity -m ") + SY_SOURCE_DIR + "/models/tiny-mixtral-f16.gguf -f " +
+                       test::shared_path("models/tiny-mixtral/valid.txt") + " -c 256 --chunks 2 --json 2>/dev/null");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_GT(j["ppl"].get<double>(), 1.0);
+  EXPECT_EQ(j["n_chunks"], 2);
+}
+
+TEST(Cli, InfoReportsExperts) {
+  const Result r = run("info -m " + mixtral() + " --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["architecture"], "llama");
+  EXPECT_EQ(j["n_expert"], 8);
+  EXPECT_EQ(j["params_routed_experts"], 2 * 3 * 32 * 128 * 8);
+}
+
+TEST(Cli, BadInputGivesClearErrors) {
+  Result r = run("generate -m /nonexistent.gguf -p hi");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("/nonexistent.gguf"), std::string::npos) << r.out;
+  r = run("logits -m " + mixtral() + " --tokens 1,x,3 -o /dev/null");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("'x' is not a token id"), std::string::npos) << r.out;
+  r = run("logits -m " + mixtral() + " --tokens 1,99999 -o /dev/null");
+  EXPECT_NE(r.out.find("outside the vocabulary"), std::string::npos) << r.out;
+  r = run("generate -m " + mixtral() + " -p hi --top-p 3");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--top-p"), std::string::npos) << r.out;
+  r = run("generate -m " + mixtral() + " -p hi --moe-gating sometimes");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--moe-gating"), std::string::npos) << r.out;
+  r = run("frobnicate");
+  EXPECT_NE(r.code, 0);
+  r = run("generate -m " + test::shared_path("fixtures/tokenizers/ggml-vocab-gpt-2.gguf") + " -p hi");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("general.architecture"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace sy
