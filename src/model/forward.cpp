@@ -31,7 +31,7 @@ Forward::Forward(const Model& model, ThreadPool& pool, MoeOptions moe)
 }
 
 KvCache Forward::make_cache(int64_t n_ctx, int n_seq) const {
-  return KvCache(hp_.n_layer, n_ctx, hp_.k_dim(), hp_.v_dim(), n_seq);
+  return KvCache::contiguous(hp_.n_layer, hp_.k_dim(), hp_.v_dim(), n_ctx, n_seq);
 }
 
 void Forward::attention_block(int il, const Batch& b, KvCache& cache) {
@@ -70,7 +70,7 @@ void Forward::attention_block(int il, const Batch& b, KvCache& cache) {
   for (int64_t t0 = 0; t0 < n;) {
     int64_t t1 = t0 + 1;
     while (t1 < n && b.seq[t1] == b.seq[t0]) ++t1;
-    cpu::attention(&q_[t0 * qd], qd, t1 - t0, &b.positions[t0], cache.view(il, b.seq[t0]), shape,
+    cpu::attention(&q_[t0 * qd], qd, t1 - t0, &b.positions[t0], cache.view(il, b.seq[t0], kv_blocks_), shape,
                    &attn_[t0 * od], od, pool_, scores_);
     t0 = t1;
   }
@@ -116,11 +116,12 @@ void Forward::run(const Batch& b, KvCache& cache, std::vector<float>& logits) {
       throw Error("token id " + std::to_string(b.tokens[t]) + " is out of range (vocabulary has " +
                   std::to_string(hp_.n_vocab) + " tokens)");
     }
-    if (b.positions[t] < 0 || b.positions[t] >= cache.n_ctx()) {
-      throw Error("position " + std::to_string(b.positions[t]) + " does not fit the context of " +
-                  std::to_string(cache.n_ctx()) + " tokens; use a larger --ctx-size or a shorter input");
-    }
     if (b.seq[t] < 0 || b.seq[t] >= cache.n_seq()) throw Error("sequence id out of range");
+    if (b.positions[t] < 0 || !cache.reserve(b.seq[t], b.positions[t] + 1)) {
+      throw Error("position " + std::to_string(b.positions[t]) + " does not fit the KV cache (context " +
+                  std::to_string(cache.max_positions()) + " tokens, " + std::to_string(cache.free_blocks()) +
+                  " free blocks); use a larger --ctx-size or a shorter input");
+    }
   }
   auto grow = [](std::vector<float>& v, int64_t size) { if (v.size() < static_cast<size_t>(size)) v.resize(size); };
   grow(x_, n * d); grow(h_, n * d); grow(proj_, n * d); grow(ffn_out_, n * d); grow(shared_out_, n * d);

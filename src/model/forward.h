@@ -40,6 +40,7 @@ class Forward {
 
   std::vector<float> x_, h_, q_, k_, v_, attn_, proj_, ffn_out_, shared_out_, shared_gate_;
   std::vector<float> scores_;
+  std::vector<const float*> kv_blocks_;
   cpu::MatmulScratch scratch_;
   MoeLayer moe_;
   FfnRunner ffn_;

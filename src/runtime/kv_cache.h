@@ -1,5 +1,7 @@
-// Float K/V cache: per layer and sequence slot, n_ctx rows of keys and of values.
-// (Issue 4 replaces the contiguous rows with fixed-size blocks and block tables.)
+// Paged float K/V cache. Storage is a pool of fixed-size blocks (block_size positions of
+// every layer's keys and values); each sequence slot owns a block table mapping its
+// positions to blocks. Sequences grow block by block, free their blocks when they end,
+// and cannot touch each other's blocks.
 #pragma once
 
 #include <cstdint>
@@ -11,22 +13,46 @@ namespace sy {
 
 class KvCache {
  public:
-  KvCache(int n_layer, int64_t n_ctx, int64_t k_dim, int64_t v_dim, int n_seq = 1);
+  // n_blocks blocks of block_size positions shared by up to n_seq sequence slots.
+  KvCache(int n_layer, int64_t k_dim, int64_t v_dim, int64_t n_blocks, int64_t block_size, int n_seq);
+  // A cache for n_seq sequences of up to n_ctx positions each, fully backed.
+  static KvCache contiguous(int n_layer, int64_t k_dim, int64_t v_dim, int64_t n_ctx, int n_seq = 1);
 
-  int64_t n_ctx() const { return n_ctx_; }
-  int n_seq() const { return n_seq_; }
-  float* k_row(int layer, int seq, int64_t pos) { return &k_[index(layer, seq, pos, k_dim_)]; }
-  float* v_row(int layer, int seq, int64_t pos) { return &v_[index(layer, seq, pos, v_dim_)]; }
-  cpu::KvView view(int layer, int seq) const;
+  int n_seq() const { return static_cast<int>(tables_.size()); }
+  int64_t block_size() const { return block_size_; }
+  int64_t n_blocks() const { return n_blocks_; }
+  int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
+  int64_t blocks_needed(int64_t n_positions) const { return (n_positions + block_size_ - 1) / block_size_; }
+  // Positions seq can hold without allocating.
+  int64_t capacity(int seq) const { return static_cast<int64_t>(tables_[seq].size()) * block_size_; }
+  // Most positions one sequence may hold (the context size).
+  int64_t max_positions() const { return max_positions_; }
+
+  // Makes positions [0, n_positions) of seq addressable; false (nothing changed) when the
+  // pool has too few free blocks.
+  bool reserve(int seq, int64_t n_positions);
+  // Returns every block of seq to the pool.
+  void release(int seq);
+  // Keeps positions [0, n_positions) and frees the blocks past them.
+  void truncate(int seq, int64_t n_positions);
+
+  float* k_row(int layer, int seq, int64_t pos) { return row(k_, k_dim_, layer, seq, pos); }
+  float* v_row(int layer, int seq, int64_t pos) { return row(v_, v_dim_, layer, seq, pos); }
+  // Attention view of one layer of one sequence; `blocks` is caller scratch.
+  cpu::KvView view(int layer, int seq, std::vector<const float*>& blocks) const;
   size_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
 
  private:
-  size_t index(int layer, int seq, int64_t pos, int64_t dim) const {
-    return ((static_cast<size_t>(layer) * n_seq_ + seq) * n_ctx_ + pos) * dim;
+  float* row(std::vector<float>& store, int64_t dim, int layer, int seq, int64_t pos);
+  size_t block_base(int32_t block, int layer, int64_t dim) const {
+    return (static_cast<size_t>(block) * n_layer_ + layer) * block_size_ * dim;
   }
-  int n_layer_, n_seq_;
-  int64_t n_ctx_, k_dim_, v_dim_;
+
+  int n_layer_;
+  int64_t k_dim_, v_dim_, n_blocks_, block_size_, max_positions_;
   std::vector<float> k_, v_;
+  std::vector<std::vector<int32_t>> tables_;  // per sequence: block ids in position order
+  std::vector<int32_t> free_;
 };
 
 }  // namespace sy

@@ -11,9 +11,9 @@ Session::Session(const Model& model, ThreadPool& pool, int64_t n_ctx, MoeOptions
 
 void Session::eval(const std::vector<int32_t>& tokens, bool all_logits, int64_t n_batch) {
   if (tokens.empty()) throw Error("nothing to evaluate: the input has no tokens");
-  if (n_past_ + static_cast<int64_t>(tokens.size()) > cache_.n_ctx()) {
+  if (n_past_ + static_cast<int64_t>(tokens.size()) > cache_.max_positions()) {
     throw Error("the sequence needs " + std::to_string(n_past_ + tokens.size()) +
-                " positions but the context holds " + std::to_string(cache_.n_ctx()) +
+                " positions but the context holds " + std::to_string(cache_.max_positions()) +
                 "; raise --ctx-size or shorten the input");
   }
   logits_.clear();

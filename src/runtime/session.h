@@ -19,7 +19,7 @@ class Session {
   // Logits of the i-th kept row of the last eval() (0 = the only row without all_logits).
   const float* logits(int64_t row = 0) const { return logits_.data() + row * n_vocab_; }
   int64_t n_past() const { return n_past_; }
-  int64_t n_ctx() const { return cache_.n_ctx(); }
+  int64_t n_ctx() const { return cache_.max_positions(); }
   void reset() { n_past_ = 0; }
   Forward& forward() { return forward_; }
 

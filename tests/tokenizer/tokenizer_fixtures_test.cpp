@@ -73,7 +73,9 @@ TEST_P(TokenizerFixtures, PiecesRoundTrip) {
                                   c.text.find(" .") != std::string::npos ||
                                   c.text.find(" ,") != std::string::npos ||
                                   c.text.find(" '") != std::string::npos);
-    if (!cleaned) EXPECT_EQ(tok.decode(ids), c.text);
+    if (!cleaned) {
+      EXPECT_EQ(tok.decode(ids), c.text);
+    }
   }
 }
 

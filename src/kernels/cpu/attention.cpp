@@ -27,7 +27,7 @@ void attention(const float* q, int64_t q_ld, int64_t n_tokens, const int32_t* po
 
     float max = -INFINITY;
     for (int64_t p = 0; p < n_ctx; ++p) {
-      sc[p] = k.f32(qh, kv.k + p * kv.k_ld + static_cast<int64_t>(g) * s.head_dim_k, s.head_dim_k) * s.scale;
+      sc[p] = k.f32(qh, kv.k(p) + static_cast<int64_t>(g) * s.head_dim_k, s.head_dim_k) * s.scale;
       max = std::fmax(max, sc[p]);
     }
     double sum = 0.0;
@@ -40,7 +40,7 @@ void attention(const float* q, int64_t q_ld, int64_t n_tokens, const int32_t* po
     std::fill(o, o + s.head_dim_v, 0.0f);
     for (int64_t p = 0; p < n_ctx; ++p) {
       const float w = sc[p] * inv;
-      const float* vp = kv.v + p * kv.v_ld + static_cast<int64_t>(g) * s.head_dim_v;
+      const float* vp = kv.v(p) + static_cast<int64_t>(g) * s.head_dim_v;
       for (int d = 0; d < s.head_dim_v; ++d) o[d] += w * vp[d];
     }
   });

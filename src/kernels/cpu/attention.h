@@ -16,11 +16,17 @@ struct AttentionShape {
   float scale = 1.0f;
 };
 
+// One sequence's cached keys and values in fixed-size blocks: position p's keys
+// (n_head_kv * head_dim_k values) start at k_blocks[p / block_size] + (p % block_size) * k_ld.
 struct KvView {
-  const float* k;  // row p holds position p's keys, n_head_kv * head_dim_k values
-  const float* v;
+  const float* const* k_blocks;
+  const float* const* v_blocks;
+  int64_t block_size;
   int64_t k_ld;
   int64_t v_ld;
+
+  const float* k(int64_t p) const { return k_blocks[p / block_size] + (p % block_size) * k_ld; }
+  const float* v(int64_t p) const { return v_blocks[p / block_size] + (p % block_size) * v_ld; }
 };
 
 // For each of n_tokens query rows (q row t at position positions[t]) attends to cached
