@@ -17,6 +17,9 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops the resident pages of [p, p + n) (a range inside the mapping that will not be
+  // read again, e.g. weights copied to another layout), so they stop counting in RSS.
+  void drop_pages(const void* p, size_t n) const;
 
  private:
   std::string path_;

@@ -1,5 +1,7 @@
-// A read-only 2-D weight in GGUF layout: `rows` output rows of `cols` input values each,
-// every row stored contiguously in `dtype` (blocks for quantized types).
+// A read-only 2-D weight: `rows` output rows of `cols` input values each, every row
+// stored contiguously in `dtype` (blocks for quantized types), either in GGUF's block
+// layout or, when `packed`, in the kernels' packed layout (kernels/cpu/packed.h) with
+// the same bytes per row.
 #pragma once
 
 #include <cstddef>
@@ -16,6 +18,7 @@ struct WeightMatrix {
   int64_t cols = 0;
   const uint8_t* data = nullptr;
   std::string name;  // for error messages and `info`
+  bool packed = false;
 
   size_t row_bytes() const { return dtype_row_bytes(dtype, cols); }
   size_t bytes() const { return row_bytes() * static_cast<size_t>(rows); }

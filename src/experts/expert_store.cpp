@@ -1,6 +1,7 @@
 #include "experts/expert_store.h"
 
 #include "formats/gguf_reader.h"
+#include "kernels/cpu/weight_prep.h"
 #include "model/hparams.h"
 #include "model/weights.h"
 
@@ -17,7 +18,13 @@ WeightMatrix slice(const WeightMatrix& all, int64_t rows, int e) {
 
 }  // namespace
 
-std::unique_ptr<ResidentExpertStore> ResidentExpertStore::from_gguf(const GgufFile& f, const HParams& hp) {
+std::unique_ptr<ResidentExpertStore> ResidentExpertStore::from_gguf(const GgufFile& f, const HParams& hp,
+                                                                    WeightArena& arena, ThreadPool& pool) {
+  auto prep = [&](const WeightMatrix& w) {
+    WeightMatrix p = cpu::prepare_weight(w, arena, pool);
+    if (p.data != w.data) f.drop_pages(w.data, w.bytes());
+    return p;
+  };
   auto store = std::make_unique<ResidentExpertStore>();
   store->experts_.resize(hp.n_layer);
   const int64_t d = hp.n_embd, ff = hp.n_ff_exp;
@@ -26,17 +33,17 @@ std::unique_ptr<ResidentExpertStore> ResidentExpertStore::from_gguf(const GgufFi
     const std::string p = "blk." + std::to_string(il) + ".";
     auto& layer = store->experts_[il];
     if (f.find_tensor(p + "ffn_gate_exps.weight") || !f.find_tensor(p + "ffn_gate.0.weight")) {
-      WeightMatrix gate = bind_matrix3(f, p + "ffn_gate_exps.weight", d, ff, hp.n_expert);
-      WeightMatrix up = bind_matrix3(f, p + "ffn_up_exps.weight", d, ff, hp.n_expert);
-      WeightMatrix down = bind_matrix3(f, p + "ffn_down_exps.weight", ff, d, hp.n_expert);
+      WeightMatrix gate = prep(bind_matrix3(f, p + "ffn_gate_exps.weight", d, ff, hp.n_expert));
+      WeightMatrix up = prep(bind_matrix3(f, p + "ffn_up_exps.weight", d, ff, hp.n_expert));
+      WeightMatrix down = prep(bind_matrix3(f, p + "ffn_down_exps.weight", ff, d, hp.n_expert));
       for (int e = 0; e < hp.n_expert; ++e) {
         layer.push_back({slice(gate, ff, e), slice(up, ff, e), slice(down, d, e)});
       }
     } else {
       for (int e = 0; e < hp.n_expert; ++e) {
         const std::string s = "." + std::to_string(e) + ".weight";
-        layer.push_back({bind_matrix(f, p + "ffn_gate" + s, d, ff), bind_matrix(f, p + "ffn_up" + s, d, ff),
-                         bind_matrix(f, p + "ffn_down" + s, ff, d)});
+        layer.push_back({prep(bind_matrix(f, p + "ffn_gate" + s, d, ff)), prep(bind_matrix(f, p + "ffn_up" + s, d, ff)),
+                         prep(bind_matrix(f, p + "ffn_down" + s, ff, d))});
       }
     }
   }

@@ -13,6 +13,8 @@
 namespace sy {
 
 class GgufFile;
+class ThreadPool;
+class WeightArena;
 struct HParams;
 
 class ExpertStore {
@@ -28,8 +30,10 @@ class ExpertStore {
 class ResidentExpertStore : public ExpertStore {
  public:
   // Binds `blk.N.ffn_{gate,up,down}_exps.weight` (3-D, one slice per expert) or the older
-  // per-expert layout `blk.N.ffn_{gate,up,down}.E.weight`.
-  static std::unique_ptr<ResidentExpertStore> from_gguf(const GgufFile& f, const HParams& hp);
+  // per-expert layout `blk.N.ffn_{gate,up,down}.E.weight`, converted to the kernels'
+  // preferred layout (copies in `arena`).
+  static std::unique_ptr<ResidentExpertStore> from_gguf(const GgufFile& f, const HParams& hp,
+                                                        WeightArena& arena, ThreadPool& pool);
 
   FfnWeights acquire(int layer, int expert) override { return experts_[layer][expert]; }
   size_t expert_bytes(int layer, int expert) const override { return experts_[layer][expert].bytes(); }

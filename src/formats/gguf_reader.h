@@ -83,6 +83,8 @@ class GgufFile {
   const std::vector<std::string_view>& get_string_array(const std::string& key) const;
 
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+  // See MappedFile::drop_pages.
+  void drop_pages(const void* p, size_t n) const { file_->drop_pages(p, n); }
   const GgufTensorInfo* find_tensor(const std::string& name) const;
   // Throws "<file>: missing tensor 'name'" when absent.
   const GgufTensorInfo& tensor(const std::string& name) const;

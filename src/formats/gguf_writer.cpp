@@ -1,7 +1,10 @@
 #include "formats/gguf_writer.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <future>
 #include <memory>
 
 #include "base/error.h"
@@ -128,18 +131,39 @@ void GgufWriter::add_value(const std::string& key, const GgufValue& v) {
   ++n_kv_;
 }
 
-void GgufWriter::add_tensor(const std::string& name, DType type, const std::vector<int64_t>& shape,
-                            std::vector<uint8_t> data) {
-  int64_t rows = 1;
-  for (size_t i = 1; i < shape.size(); ++i) rows *= shape[i];
-  const size_t need = dtype_row_bytes(type, shape.at(0)) * static_cast<size_t>(rows);
-  if (data.size() != need) {
-    throw Error("GGUF writer: tensor '" + name + "' has " + std::to_string(data.size()) + " bytes, its shape needs " + std::to_string(need));
+GgufWriter::Tensor GgufWriter::describe(const std::string& name, DType type, const std::vector<int64_t>& shape) {
+  if (shape.empty()) throw Error("GGUF writer: tensor '" + name + "' has no dimensions");
+  for (int64_t d : shape) {
+    if (d < 0) throw Error("GGUF writer: tensor '" + name + "' has a dimension of " + std::to_string(d));
   }
-  tensors_.push_back({name, type, shape, std::move(data)});
+  if (shape[0] % dtype_block_size(type) != 0) {
+    throw Error("GGUF writer: tensor '" + name + "' has rows of " + std::to_string(shape[0]) + " values, not a multiple of the " +
+                dtype_name(type) + " block size " + std::to_string(dtype_block_size(type)));
+  }
+  Tensor t{name, type, shape, {}, {}, dtype_row_bytes(type, shape[0]), 1};
+  for (size_t i = 1; i < shape.size(); ++i) t.n_rows *= shape[i];
+  return t;
 }
 
-void GgufWriter::write(const std::string& path) const {
+void GgufWriter::add_tensor(const std::string& name, DType type, const std::vector<int64_t>& shape,
+                            std::vector<uint8_t> data) {
+  Tensor t = describe(name, type, shape);
+  if (data.size() != t.n_bytes()) {
+    throw Error("GGUF writer: tensor '" + name + "' has " + std::to_string(data.size()) + " bytes, its shape needs " + std::to_string(t.n_bytes()));
+  }
+  t.data = std::move(data);
+  tensors_.push_back(std::move(t));
+}
+
+void GgufWriter::add_tensor_rows(const std::string& name, DType type, const std::vector<int64_t>& shape,
+                                 RowSource rows) {
+  if (!rows) throw Error("GGUF writer: tensor '" + name + "' has no row source");
+  Tensor t = describe(name, type, shape);
+  t.rows = std::move(rows);
+  tensors_.push_back(std::move(t));
+}
+
+std::vector<uint8_t> GgufWriter::header(std::vector<uint64_t>& offsets) const {
   std::vector<uint8_t> head;
   head.insert(head.end(), {'G', 'G', 'U', 'F'});
   put<uint32_t>(head, version_);
@@ -147,7 +171,7 @@ void GgufWriter::write(const std::string& path) const {
   put<uint64_t>(head, n_kv_);
   head.insert(head.end(), kv_.begin(), kv_.end());
   uint64_t offset = 0;
-  std::vector<uint64_t> offsets;
+  offsets.clear();
   for (const Tensor& t : tensors_) {
     put_string(head, t.name);
     put<uint32_t>(head, static_cast<uint32_t>(t.shape.size()));
@@ -155,21 +179,68 @@ void GgufWriter::write(const std::string& path) const {
     put<uint32_t>(head, static_cast<uint32_t>(t.type));
     put<uint64_t>(head, offset);
     offsets.push_back(offset);
-    offset = (offset + t.data.size() + alignment_ - 1) / alignment_ * alignment_;
+    offset = (offset + t.n_bytes() + alignment_ - 1) / alignment_ * alignment_;
   }
   head.resize((head.size() + alignment_ - 1) / alignment_ * alignment_, 0);
+  return head;
+}
+
+uint64_t GgufWriter::file_size() const {
+  std::vector<uint64_t> offsets;
+  const uint64_t head = header(offsets).size();
+  return tensors_.empty() ? head : head + offsets.back() + tensors_.back().n_bytes();
+}
+
+void GgufWriter::write(const std::string& path, const Progress& progress, size_t block_bytes) const {
+  std::vector<uint64_t> offsets;
+  const std::vector<uint8_t> head = header(offsets);
+  const uint64_t total = tensors_.empty() ? head.size() : head.size() + offsets.back() + tensors_.back().n_bytes();
 
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), std::fclose);
-  if (!f) throw Error("cannot write " + path);
-  bool ok = std::fwrite(head.data(), 1, head.size(), f.get()) == head.size();
+  if (!f) throw Error("cannot write " + path + ": " + std::strerror(errno));
+  FILE* fp = f.get();
+  auto put_bytes = [fp](const uint8_t* p, size_t n) { return std::fwrite(p, 1, n, fp) == n; };
+  bool ok = put_bytes(head.data(), head.size());
+  uint64_t done = head.size();
+  if (progress) progress(done, total);
+
+  // Produced blocks are written by a second thread while the next one is produced.
+  std::vector<uint8_t> blocks[2];
+  int cur = 0;
+  std::future<bool> pending;
+  auto finish_pending = [&] {
+    if (pending.valid()) ok = pending.get() && ok;
+  };
   uint64_t pos = 0;
   const std::vector<uint8_t> zeros(alignment_, 0);
   for (size_t i = 0; i < tensors_.size() && ok; ++i) {
-    ok = std::fwrite(zeros.data(), 1, offsets[i] - pos, f.get()) == offsets[i] - pos;
-    ok = ok && std::fwrite(tensors_[i].data.data(), 1, tensors_[i].data.size(), f.get()) == tensors_[i].data.size();
-    pos = offsets[i] + tensors_[i].data.size();
+    const Tensor& t = tensors_[i];
+    const size_t pad = offsets[i] - pos;
+    if (t.rows) {
+      const int64_t rows_per_block = std::max<int64_t>(1, static_cast<int64_t>(block_bytes / std::max<size_t>(1, t.row_bytes)));
+      for (int64_t r = 0; r < t.n_rows && ok; r += rows_per_block) {
+        const int64_t last = std::min(t.n_rows, r + rows_per_block);
+        std::vector<uint8_t>& buf = blocks[cur];
+        const size_t lead = r == 0 ? pad : 0;  // alignment padding goes out with the first block
+        buf.assign(lead + t.row_bytes * static_cast<size_t>(last - r), 0);
+        t.rows(r, last, buf.data() + lead);
+        finish_pending();
+        pending = std::async(std::launch::async, [&put_bytes, &buf] { return put_bytes(buf.data(), buf.size()); });
+        cur ^= 1;
+        done += buf.size();
+        if (progress) progress(done, total);
+      }
+    } else {
+      finish_pending();
+      ok = ok && put_bytes(zeros.data(), pad) && put_bytes(t.data.data(), t.data.size());
+      done += pad + t.data.size();
+      if (progress) progress(done, total);
+    }
+    pos = offsets[i] + t.n_bytes();
   }
-  if (!ok) throw Error("write failed: " + path);
+  finish_pending();
+  ok = ok && std::fflush(fp) == 0;
+  if (!ok) throw Error("write failed: " + path + ": " + std::strerror(errno));
 }
 
 }  // namespace sy

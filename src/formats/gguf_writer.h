@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,15 +33,36 @@ class GgufWriter {
   void add_tensor(const std::string& name, DType type, const std::vector<int64_t>& shape,
                   std::vector<uint8_t> data);
 
-  void write(const std::string& path) const;
+  // Streaming variant for outputs larger than memory: write() calls `rows` to produce the
+  // tensor's bytes one block of rows at a time, in order, so that only about two blocks of
+  // `block_bytes` are ever held. rows(first, last, dst) fills rows [first, last) of the
+  // tensor (all dimensions after the first flattened) into dst, contiguously.
+  using RowSource = std::function<void(int64_t first, int64_t last, uint8_t* dst)>;
+  void add_tensor_rows(const std::string& name, DType type, const std::vector<int64_t>& shape,
+                       RowSource rows);
+
+  // Bytes written so far and the file's total, after the header and after every block.
+  using Progress = std::function<void(uint64_t done, uint64_t total)>;
+  // Writes the file; tensor data that is produced while writing goes out in blocks of
+  // about block_bytes while the next block is being produced.
+  void write(const std::string& path, const Progress& progress = {},
+             size_t block_bytes = size_t{16} << 20) const;
+  // Size write() will produce.
+  uint64_t file_size() const;
 
  private:
   struct Tensor {
     std::string name;
     DType type;
     std::vector<int64_t> shape;
-    std::vector<uint8_t> data;
+    std::vector<uint8_t> data;  // empty when `rows` produces the bytes
+    RowSource rows;
+    size_t row_bytes = 0;
+    int64_t n_rows = 0;
+    size_t n_bytes() const { return row_bytes * static_cast<size_t>(n_rows); }
   };
+  static Tensor describe(const std::string& name, DType type, const std::vector<int64_t>& shape);
+  std::vector<uint8_t> header(std::vector<uint64_t>& offsets) const;
   std::vector<uint8_t> kv_;
   uint64_t n_kv_ = 0;
   std::vector<Tensor> tensors_;

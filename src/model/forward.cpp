@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "base/error.h"
-#include "kernels/cpu/quantize.h"
+#include "kernels/cpu/weight_prep.h"
 
 namespace sy {
 namespace {
@@ -129,7 +129,7 @@ void Forward::run(const Batch& b, KvCache& cache, std::vector<float>& logits) {
   grow(attn_, n * hp_.n_head * hp_.head_dim_v);
 
   const WeightMatrix& emb = model_.weights().token_embd;
-  for (int64_t t = 0; t < n; ++t) cpu::dequantize_row(emb.dtype, emb.row(b.tokens[t]), &x_[t * d], d);
+  for (int64_t t = 0; t < n; ++t) cpu::weight_row_to_f32(emb, b.tokens[t], &x_[t * d]);
 
   for (int il = 0; il < hp_.n_layer; ++il) {
     attention_block(il, b, cache);

@@ -1,5 +1,7 @@
 #include "model/model.h"
 
+#include "kernels/cpu/weight_prep.h"
+
 namespace sy {
 
 std::unique_ptr<Model> Model::load(const std::string& path) {
@@ -7,9 +9,30 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
   m->file_ = GgufFile::open(path);
   m->hp_ = HParams::from_gguf(*m->file_);
   m->weights_ = ModelWeights::bind(*m->file_, m->hp_);
-  m->experts_ = ResidentExpertStore::from_gguf(*m->file_, m->hp_);
   m->tokenizer_ = Tokenizer::from_gguf(*m->file_);
+  ThreadPool pool(ThreadPool::default_threads());
+  m->prepare_weights(pool);
+  m->experts_ = ResidentExpertStore::from_gguf(*m->file_, m->hp_, m->arena_, pool);
   return m;
+}
+
+void Model::prepare_weights(ThreadPool& pool) {
+  auto prep = [&](WeightMatrix& w) {
+    if (w.empty()) return;
+    const WeightMatrix p = cpu::prepare_weight(w, arena_, pool);
+    if (p.data != w.data) file_->drop_pages(w.data, w.bytes());
+    w = p;
+  };
+  const bool tied = weights_.output.data == weights_.token_embd.data;
+  prep(weights_.token_embd);
+  if (tied) weights_.output = weights_.token_embd;
+  else prep(weights_.output);
+  for (LayerWeights& l : weights_.layers) {
+    for (WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.router, &l.dense.gate, &l.dense.up, &l.dense.down,
+                            &l.shared_expert.gate, &l.shared_expert.up, &l.shared_expert.down}) {
+      prep(*w);
+    }
+  }
 }
 
 }  // namespace sy

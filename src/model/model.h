@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "base/weight_arena.h"
 #include "experts/expert_store.h"
 #include "formats/gguf_reader.h"
 #include "model/hparams.h"
@@ -25,7 +26,10 @@ class Model {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
 
  private:
+  void prepare_weights(ThreadPool& pool);
+
   std::unique_ptr<GgufFile> file_;
+  WeightArena arena_;  // weights converted at load time (before weights_ and experts_ use them)
   HParams hp_;
   ModelWeights weights_;
   std::unique_ptr<ExpertStore> experts_;

@@ -83,7 +83,8 @@ void BpeModel::tokenize_word(const Vocab& vocab, const std::string& word,
   std::priority_queue<Bigram, std::vector<Bigram>, BigramAfter> queue;
   auto add = [&](int left, int right) {
     if (left == -1 || right == -1) return;
-    const int r = rank(w.substr(sym[left].off, sym[left].n), w.substr(sym[right].off, sym[right].n));
+    const int r =
+        rank(w.substr(sym[left].off, sym[left].n), w.substr(sym[right].off, sym[right].n));
     if (r >= 0) queue.push({left, right, r, sym[left].n, sym[right].n});
   };
   for (int i = 1; i < static_cast<int>(sym.size()); ++i) add(i - 1, i);

@@ -162,7 +162,7 @@ Subject collapse_text(const pcre2_code* classifier, const std::vector<uint32_t>&
     buf.clear();
     unicode::append_utf8(buf, c);
     const int rc = pcre2_match(classifier, reinterpret_cast<PCRE2_SPTR>(buf.data()),
-                               buf.size(), 0, 0, md.get(), nullptr);
+                               buf.size(), 0, PCRE2_NO_UTF_CHECK, md.get(), nullptr);
     if (rc > 1) {
       static constexpr char kByGroup[] = {kNumber, kLetter, kPunct, kMark, kSymbol};
       out[i] = kByGroup[rc - 2];  // rc - 1 is the highest group that took part: the match
@@ -201,15 +201,22 @@ std::vector<size_t> split_pieces(const pcre2_code* code, const Subject& sub,
     const auto* subj = reinterpret_cast<PCRE2_SPTR>(sub.text.data() + b0);
     auto span = [&](size_t from, size_t to) { return sub.cpt(b0 + to) - sub.cpt(b0 + from); };
     size_t last_end = 0, pos = 0;
-    uint32_t opts = 0;
+    // Our UTF-8 subjects are valid by construction; checking them on every call would
+    // make splitting quadratic.
+    const uint32_t base = sub.collapsed ? 0 : PCRE2_NO_UTF_CHECK;
+    uint32_t opts = base;
     // Iterate like std::regex_iterator: after an empty match, retry at the same place for
     // a non-empty anchored one, else move on by one character.
     while (pos <= blen) {
-      const int rc = pcre2_match(code, subj, blen, pos, opts, md.get(), nullptr);
+      int rc = pcre2_match(code, subj, blen, pos, opts, md.get(), nullptr);
+      if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {
+        // Very long words can outgrow the JIT's small stack; the interpreter uses the heap.
+        rc = pcre2_match(code, subj, blen, pos, opts | PCRE2_NO_JIT, md.get(), nullptr);
+      }
       if (rc == PCRE2_ERROR_NOMATCH) {
-        if (opts == 0 || pos >= blen) break;
+        if (opts == base || pos >= blen) break;
         pos += sub.collapsed ? 1 : unicode::utf8_len(sub.text[b0 + pos]);
-        opts = 0;
+        opts = base;
         continue;
       }
       if (rc < 0) {
@@ -224,7 +231,7 @@ std::vector<size_t> split_pieces(const pcre2_code* code, const Subject& sub,
       if (me > ms) out.push_back(span(ms, me));  // empty words would add no tokens anyway
       last_end = me;
       pos = me;
-      opts = me == ms ? (PCRE2_NOTEMPTY_ATSTART | PCRE2_ANCHORED) : 0;
+      opts = me == ms ? (base | PCRE2_NOTEMPTY_ATSTART | PCRE2_ANCHORED) : base;
     }
     if (last_end < blen) out.push_back(span(last_end, blen));
     start += len;
@@ -255,7 +262,7 @@ RegexSplitter::RegexSplitter(const std::vector<std::string>& exprs) : impl_(new 
       need_classifier = true;
     } else {
       // No categories: match the codepoints themselves; \s, \d, \w stay ASCII as in
-      // std::wregex, and non-ASCII White_Space is mapped to \v first (see split()).
+      // std::wregex, and non-ASCII White_Space is mapped to \v first (see plain_text()).
       p.code = compile(e, PCRE2_UTF | PCRE2_DOLLAR_ENDONLY, e);
     }
     impl_->passes.push_back(std::move(p));

@@ -1,6 +1,8 @@
 #include "tokenizer/spm.h"
 
+#include <algorithm>
 #include <queue>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 
@@ -61,7 +63,9 @@ class SpmSession {
   }
 
  private:
-  std::string_view piece(const Symbol& s) const { return std::string_view(text_).substr(s.off, s.n); }
+  std::string_view piece(const Symbol& s) const {
+    return std::string_view(text_).substr(s.off, s.n);
+  }
 
   void try_add(int left, int right) {
     if (left == -1 || right == -1) return;

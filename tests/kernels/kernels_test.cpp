@@ -8,6 +8,8 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quantize.h"
+#include "kernels/cpu/packed.h"
+#include "kernels/cpu/weight_prep.h"
 
 namespace sy::cpu {
 namespace {
@@ -133,6 +135,76 @@ TEST(Kernels, ThreadPoolRunsEveryTaskOnce) {
       hits[i]++;
     });
     for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+  }
+}
+
+}  // namespace
+}  // namespace sy::cpu
+
+namespace sy::cpu {
+namespace {
+
+// Packed Q4_0 / Q8_0 kernels (scalar reference and the dispatched one) against the
+// GGUF-layout scalar dot products, on rows with whole groups and a tail, for every
+// token count up to 19 (all register-tile sizes and remainders).
+TEST(KernelsPacked, MatchGgufLayoutDots) {
+  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+    for (int64_t cols : {256, 512 + 64, 1408}) {
+      const int64_t rows = 21;
+      const auto w = random_vec(rows * cols, 11);
+      const auto gguf = encode(t, w, rows, cols);
+      std::vector<uint8_t> packed(gguf.size());
+      const size_t rb = dtype_row_bytes(t, cols);
+      for (int64_t r = 0; r < rows; ++r) pack_row(t, gguf.data() + r * rb, packed.data() + r * rb, cols);
+      // Packing round-trips to the same values.
+      std::vector<float> a(cols), b(cols);
+      dequantize_row(t, gguf.data() + 3 * rb, a.data(), cols);
+      dequantize_packed_row(t, packed.data() + 3 * rb, b.data(), cols);
+      ASSERT_EQ(a, b);
+      for (int64_t n : {1, 2, 3, 5, 8, 9, 16, 19}) {
+        const auto x = random_vec(n * cols, 12 + n);
+        PackedActivations acts;
+        acts.quantize(x.data(), n, cols, cols);
+        std::vector<BlockQ8_0> xq(cols / kQBlock);
+        for (const PackedKernels* k : {&packed_kernels_scalar(), &packed_kernels()}) {
+          std::vector<float> y(n * rows, -1.0f);
+          (t == DType::Q4_0 ? k->q4_0 : k->q8_0)(packed.data(), rb, cols, 0, rows, acts, y.data(), rows);
+          for (int64_t i = 0; i < n; ++i) {
+            quantize_row_q8_0(x.data() + i * cols, xq.data(), cols);
+            for (int64_t r = 0; r < rows; ++r) {
+              const void* row = gguf.data() + r * rb;
+              const float ref = t == DType::Q4_0
+                  ? dot_kernels_scalar().q4_0(static_cast<const BlockQ4_0*>(row), xq.data(), cols)
+                  : dot_kernels_scalar().q8_0(static_cast<const BlockQ8_0*>(row), xq.data(), cols);
+              EXPECT_NEAR(y[i * rows + r], ref, 1e-4 * (1 + std::fabs(ref)))
+                  << k->isa << " " << dtype_name(t) << " cols=" << cols << " n=" << n << " r=" << r << " t=" << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(KernelsPacked, MatmulUsesPackedWeights) {
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  WeightArena arena;
+  const int64_t rows = 40, cols = 512, n = 6;
+  const auto w = random_vec(rows * cols, 21), x = random_vec(n * cols, 22);
+  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+    const auto wq = encode(t, w, rows, cols);
+    WeightMatrix plain{t, rows, cols, wq.data(), "w"};
+    const WeightMatrix prepared = prepare_weight(plain, arena, pool);
+    EXPECT_EQ(prepared.packed, packing_enabled());
+    std::vector<float> y0(n * rows), y1(n * rows);
+    matmul(plain, {x.data(), n, cols}, {y0.data(), rows}, pool, scratch);
+    matmul(prepared, {x.data(), n, cols}, {y1.data(), rows}, pool, scratch);
+    for (size_t i = 0; i < y0.size(); ++i) EXPECT_NEAR(y0[i], y1[i], 1e-4 * (1 + std::fabs(y0[i])));
+    std::vector<float> r0(cols), r1(cols);
+    weight_row_to_f32(plain, 7, r0.data());
+    weight_row_to_f32(prepared, 7, r1.data());
+    EXPECT_EQ(r0, r1);
   }
 }
 

@@ -48,10 +48,30 @@ void compute_rows(const DotKernels& k, const WeightMatrix& w, const PreparedInpu
   }
 }
 
+// Rows per task: ~64 KiB of weights, a multiple of 16 rows (the packed kernels' row tile).
+int64_t row_chunk(const WeightMatrix& w) {
+  const int64_t rows = std::max<int64_t>(16, (64 << 10) / std::max<size_t>(1, w.row_bytes()));
+  return rows / 16 * 16;
+}
+
+void packed_rows(const WeightMatrix& w, const PackedActivations& a, OutRows y, int64_t r0, int64_t r1) {
+  const PackedKernels& k = packed_kernels();
+  (w.dtype == DType::Q4_0 ? k.q4_0 : k.q8_0)(w.data, w.row_bytes(), w.cols, r0, r1, a, y.data, y.ld);
+}
+
 }  // namespace
 
 void matmul(const WeightMatrix& w, Rows x, OutRows y, ThreadPool& pool, MatmulScratch& scratch) {
   if (x.n == 0) return;
+  if (w.packed) {
+    PackedActivations& a = scratch.packed();
+    a.quantize(x.data, x.n, x.ld, w.cols);
+    const int64_t chunk = row_chunk(w);
+    pool.parallel_for((w.rows + chunk - 1) / chunk, [&](int64_t c, int) {
+      packed_rows(w, a, y, c * chunk, std::min(w.rows, (c + 1) * chunk));
+    });
+    return;
+  }
   const PreparedInput in = prepare(w, x, scratch);
   const DotKernels& k = dot_kernels();
   // Row chunks sized so each task reads ~64 KiB of weights: enough work per task to
@@ -65,6 +85,11 @@ void matmul(const WeightMatrix& w, Rows x, OutRows y, ThreadPool& pool, MatmulSc
 
 void matmul_serial(const WeightMatrix& w, Rows x, OutRows y, MatmulScratch& scratch) {
   if (x.n == 0) return;
+  if (w.packed) {
+    scratch.packed().quantize(x.data, x.n, x.ld, w.cols);
+    packed_rows(w, scratch.packed(), y, 0, w.rows);
+    return;
+  }
   const PreparedInput in = prepare(w, x, scratch);
   compute_rows(dot_kernels(), w, in, y, 0, w.rows);
 }

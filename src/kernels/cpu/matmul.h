@@ -7,6 +7,7 @@
 
 #include "base/thread_pool.h"
 #include "base/weight_matrix.h"
+#include "kernels/cpu/packed.h"
 
 namespace sy::cpu {
 
@@ -18,9 +19,11 @@ class MatmulScratch {
     if (q8_.size() < n_blocks) q8_.resize(n_blocks);
     return q8_.data();
   }
+  PackedActivations& packed() { return packed_; }
 
  private:
   std::vector<BlockQ8_0> q8_;
+  PackedActivations packed_;
 };
 
 struct Rows {

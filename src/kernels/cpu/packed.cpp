@@ -1,0 +1,175 @@
+#include "kernels/cpu/packed.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "base/error.h"
+#include "kernels/cpu/dot.h"
+#include "kernels/cpu/quantize.h"
+
+namespace sy::cpu {
+namespace {
+
+// Lane of each block within a group (inverse of kLaneBlock).
+constexpr int kBlockLane[kGroupBlocks] = {0, 4, 1, 5, 2, 6, 3, 7};
+
+void pack_group_q4_0(const BlockQ4_0* b, uint8_t* g) {
+  auto* scales = reinterpret_cast<uint16_t*>(g);
+  for (int i = 0; i < kGroupBlocks; ++i) scales[kBlockLane[i]] = b[i].d;
+  uint8_t* q = g + 16;
+  for (int p = 0; p < 4; ++p) {
+    std::memcpy(q + p * 32, b[2 * p].q, 16);
+    std::memcpy(q + p * 32 + 16, b[2 * p + 1].q, 16);
+  }
+}
+
+void pack_group_q8_0(const BlockQ8_0* b, uint8_t* g) {
+  auto* scales = reinterpret_cast<uint16_t*>(g);
+  for (int i = 0; i < kGroupBlocks; ++i) scales[kBlockLane[i]] = b[i].d;
+  uint8_t* q = g + 16;
+  for (int p = 0; p < 4; ++p) {
+    uint8_t* o = q + p * 64;
+    for (int j = 0; j < 16; ++j) {
+      o[j] = static_cast<uint8_t>(b[2 * p].q[j]) ^ 0x80;
+      o[16 + j] = static_cast<uint8_t>(b[2 * p + 1].q[j]) ^ 0x80;
+      o[32 + j] = static_cast<uint8_t>(b[2 * p].q[16 + j]) ^ 0x80;
+      o[48 + j] = static_cast<uint8_t>(b[2 * p + 1].q[16 + j]) ^ 0x80;
+    }
+  }
+}
+
+// Value j (0..31) of block i in a packed group, as the integer quant (signed).
+int quant_q4_0(const uint8_t* g, int i, int j) {
+  const uint8_t* q = g + 16 + (i / 2) * 32 + (i % 2) * 16;
+  return (j < 16 ? (q[j] & 0x0f) : (q[j - 16] >> 4)) - 8;
+}
+int quant_q8_0(const uint8_t* g, int i, int j) {
+  const uint8_t* q = g + 16 + (i / 2) * 64 + (i % 2) * 16 + (j < 16 ? j : 32 + j - 16);
+  return static_cast<int>(*q) - 128;  // undo the bias
+}
+
+template <DType T>
+void scalar_kernel(const uint8_t* w, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                   const PackedActivations& x, float* y, int64_t ldy) {
+  const int64_t groups = packed_groups(cols);
+  const int64_t tail = cols / kQBlock - groups * kGroupBlocks;
+  const DotKernels& k = dot_kernels_scalar();
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w + r * row_bytes;
+    for (int64_t t = 0; t < x.rows(); ++t) {
+      float acc = 0.0f;
+      for (int64_t g = 0; g < groups; ++g) {
+        const uint8_t* grp = row + g * packed_group_bytes(T);
+        const auto* scales = reinterpret_cast<const uint16_t*>(grp);
+        const int8_t* xq = x.q(t) + g * kGroupValues;
+        for (int lane = 0; lane < kGroupBlocks; ++lane) {
+          const int i = kLaneBlock[lane];
+          const int8_t* xp = xq + (i / 2) * 64 + (i % 2) * 16;
+          int32_t s = 0;
+          for (int j = 0; j < kQBlock; ++j) {
+            const int xv = xp[j < 16 ? j : 32 + j - 16];
+            s += (T == DType::Q4_0 ? quant_q4_0(grp, i, j) : quant_q8_0(grp, i, j)) * xv;
+          }
+          acc += f16_to_f32(scales[lane]) * x.d(t)[g * kGroupBlocks + lane] * static_cast<float>(s);
+        }
+      }
+      if (tail > 0) {
+        const uint8_t* tw = row + groups * packed_group_bytes(T);
+        acc += T == DType::Q4_0 ? k.q4_0(reinterpret_cast<const BlockQ4_0*>(tw), x.tail(t), tail * kQBlock)
+                                : k.q8_0(reinterpret_cast<const BlockQ8_0*>(tw), x.tail(t), tail * kQBlock);
+      }
+      y[t * ldy + r] = acc;
+    }
+  }
+}
+
+}  // namespace
+
+void pack_row(DType t, const void* src, void* dst, int64_t n_values) {
+  if (!packable(t)) throw Error("pack_row: " + dtype_name(t) + " has no packed layout");
+  const int64_t groups = packed_groups(n_values);
+  const size_t row = dtype_row_bytes(t, n_values);
+  const size_t gb = static_cast<size_t>(packed_group_bytes(t));
+  auto* out = static_cast<uint8_t*>(dst);
+  const auto* in = static_cast<const uint8_t*>(src);
+  uint8_t tmp[272];  // src and dst may be the same row
+  for (int64_t g = 0; g < groups; ++g) {
+    if (t == DType::Q4_0) pack_group_q4_0(reinterpret_cast<const BlockQ4_0*>(in) + g * kGroupBlocks, tmp);
+    else pack_group_q8_0(reinterpret_cast<const BlockQ8_0*>(in) + g * kGroupBlocks, tmp);
+    std::memcpy(out + g * gb, tmp, gb);
+  }
+  if (out != in) std::memcpy(out + groups * gb, in + groups * gb, row - groups * gb);
+}
+
+void dequantize_packed_row(DType t, const void* src, float* dst, int64_t n_values) {
+  const int64_t groups = packed_groups(n_values);
+  const size_t gb = static_cast<size_t>(packed_group_bytes(t));
+  const auto* in = static_cast<const uint8_t*>(src);
+  for (int64_t g = 0; g < groups; ++g) {
+    const uint8_t* grp = in + g * gb;
+    const auto* scales = reinterpret_cast<const uint16_t*>(grp);
+    for (int i = 0; i < kGroupBlocks; ++i) {
+      const float d = f16_to_f32(scales[kBlockLane[i]]);
+      for (int j = 0; j < kQBlock; ++j) {
+        const int q = t == DType::Q4_0 ? quant_q4_0(grp, i, j) : quant_q8_0(grp, i, j);
+        dst[(g * kGroupBlocks + i) * kQBlock + j] = d * static_cast<float>(q);
+      }
+    }
+  }
+  const int64_t done = groups * kGroupValues;
+  dequantize_row(t, in + groups * gb, dst + done, n_values - done);
+}
+
+void PackedActivations::quantize(const float* x, int64_t n, int64_t ld, int64_t cols) {
+  n_ = n;
+  cols_ = cols;
+  groups_ = packed_groups(cols);
+  tail_blocks_ = cols / kQBlock - groups_ * kGroupBlocks;
+  if (q_.size() < static_cast<size_t>(n * groups_ * kGroupValues)) q_.resize(n * groups_ * kGroupValues);
+  if (d_.size() < static_cast<size_t>(n * groups_ * kGroupBlocks)) {
+    d_.resize(n * groups_ * kGroupBlocks);
+    s_.resize(n * groups_ * kGroupBlocks);
+  }
+  if (tail_.size() < static_cast<size_t>(n * tail_blocks_)) tail_.resize(n * tail_blocks_);
+  BlockQ8_0 blocks[kGroupBlocks];
+  for (int64_t t = 0; t < n; ++t) {
+    const float* xr = x + t * ld;
+    for (int64_t g = 0; g < groups_; ++g) {
+      quantize_row_q8_0(xr + g * kGroupValues, blocks, kGroupValues);
+      int8_t* q = q_.data() + (t * groups_ + g) * kGroupValues;
+      float* d = d_.data() + (t * groups_ + g) * kGroupBlocks;
+      int32_t* s = s_.data() + (t * groups_ + g) * kGroupBlocks;
+      for (int p = 0; p < 4; ++p) {
+        std::memcpy(q + p * 64, blocks[2 * p].q, 16);
+        std::memcpy(q + p * 64 + 16, blocks[2 * p + 1].q, 16);
+        std::memcpy(q + p * 64 + 32, blocks[2 * p].q + 16, 16);
+        std::memcpy(q + p * 64 + 48, blocks[2 * p + 1].q + 16, 16);
+      }
+      for (int i = 0; i < kGroupBlocks; ++i) {
+        int32_t sum = 0;
+        for (int j = 0; j < kQBlock; ++j) sum += blocks[i].q[j];
+        d[kBlockLane[i]] = f16_to_f32(blocks[i].d);  // the rounding llama.cpp's scales get
+        s[kBlockLane[i]] = sum;
+      }
+    }
+    if (tail_blocks_ > 0) quantize_row_q8_0(xr + groups_ * kGroupValues, tail_.data() + t * tail_blocks_, tail_blocks_ * kQBlock);
+  }
+}
+
+const PackedKernels& packed_kernels_scalar() {
+  static const PackedKernels k{"scalar", scalar_kernel<DType::Q4_0>, scalar_kernel<DType::Q8_0>};
+  return k;
+}
+
+const PackedKernels& packed_kernels() {
+  static const PackedKernels& chosen = []() -> const PackedKernels& {
+    const char* isa = std::getenv("SY_ISA");
+    if (isa && std::strcmp(isa, "scalar") == 0) return packed_kernels_scalar();
+    if (const PackedKernels* k = packed_kernels_avx512vnni()) return *k;
+    return packed_kernels_scalar();
+  }();
+  return chosen;
+}
+
+}  // namespace sy::cpu

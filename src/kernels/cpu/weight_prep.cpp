@@ -1,0 +1,38 @@
+#include "kernels/cpu/weight_prep.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cpu/packed.h"
+#include "kernels/cpu/quantize.h"
+
+namespace sy::cpu {
+
+bool packing_enabled() {
+  static const bool enabled = [] {
+    const char* isa = std::getenv("SY_ISA");
+    if (isa && std::strcmp(isa, "scalar") == 0) return false;
+    return packed_kernels_avx512vnni() != nullptr;
+  }();
+  return enabled;
+}
+
+WeightMatrix prepare_weight(const WeightMatrix& w, WeightArena& arena, ThreadPool& pool) {
+  if (w.packed || !packable(w.dtype) || packed_groups(w.cols) == 0 || !packing_enabled()) return w;
+  WeightMatrix p = w;
+  uint8_t* dst = arena.allocate(w.bytes());
+  const size_t rb = w.row_bytes();
+  pool.parallel_for((w.rows + 255) / 256, [&](int64_t c, int) {
+    for (int64_t r = c * 256; r < std::min(w.rows, (c + 1) * 256); ++r) pack_row(w.dtype, w.row(r), dst + r * rb, w.cols);
+  });
+  p.data = dst;
+  p.packed = true;
+  return p;
+}
+
+void weight_row_to_f32(const WeightMatrix& w, int64_t r, float* out) {
+  if (w.packed) dequantize_packed_row(w.dtype, w.row(r), out, w.cols);
+  else dequantize_row(w.dtype, w.row(r), out, w.cols);
+}
+
+}  // namespace sy::cpu

@@ -1,0 +1,22 @@
+// Puts weights in the layout the CPU kernels read fastest. Q4_0 / Q8_0 matrices become
+// packed (kernels/cpu/packed.h) when this CPU has the integer kernels for it; the copy
+// lives in the arena and the source pages of the file mapping can be dropped.
+#pragma once
+
+#include "base/thread_pool.h"
+#include "base/weight_arena.h"
+#include "base/weight_matrix.h"
+
+namespace sy::cpu {
+
+// True when Q4_0 / Q8_0 weights should be packed (AVX-512 VNNI present and SY_ISA is not
+// "scalar").
+bool packing_enabled();
+
+// The matrix to compute with: `w` itself, or a packed copy in `arena`.
+WeightMatrix prepare_weight(const WeightMatrix& w, WeightArena& arena, ThreadPool& pool);
+
+// Row r of any weight as floats (embedding lookups).
+void weight_row_to_f32(const WeightMatrix& w, int64_t r, float* out);
+
+}  // namespace sy::cpu

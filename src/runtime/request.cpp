@@ -1,0 +1,68 @@
+#include "runtime/request.h"
+
+#include <algorithm>
+
+namespace sy {
+
+const char* to_string(FinishReason r) {
+  switch (r) {
+    case FinishReason::None: return "none";
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Length: return "length";
+    case FinishReason::Cancelled: return "cancelled";
+    case FinishReason::Error: return "error";
+  }
+  return "?";
+}
+
+uint64_t Channel::wait(uint64_t version, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return version_ != version; });
+  return version_;
+}
+
+Request::Request(std::vector<int32_t> prompt, GenerationParams params, std::shared_ptr<Channel> channel)
+    : prompt_(std::move(prompt)), params_(std::move(params)), channel_(std::move(channel)), arrival_(Clock::now()) {
+  tokens_.reserve(static_cast<size_t>(std::clamp<int64_t>(params_.max_tokens, 0, 1 << 16)));
+}
+
+Request::Update Request::poll(size_t seen, std::vector<int32_t>& out) const {
+  std::lock_guard lock(channel_->mu_);
+  Update u;
+  u.n_tokens = tokens_.size();
+  if (u.n_tokens > seen) out.insert(out.end(), tokens_.begin() + static_cast<std::ptrdiff_t>(seen), tokens_.end());
+  u.finish = finish_;
+  if (finish_ == FinishReason::Error) u.error = error_;
+  return u;
+}
+
+Request::Update Request::wait_finished(std::vector<int32_t>& out) const {
+  {
+    std::unique_lock lock(channel_->mu_);
+    channel_->cv_.wait(lock, [&] { return finish_ != FinishReason::None; });
+  }
+  out.clear();
+  return poll(0, out);
+}
+
+void Request::push_token(int32_t token) {
+  {
+    std::lock_guard lock(channel_->mu_);
+    tokens_.push_back(token);
+    channel_->version_++;
+  }
+  channel_->cv_.notify_all();
+}
+
+void Request::finish(FinishReason reason, std::string error) {
+  {
+    std::lock_guard lock(channel_->mu_);
+    if (finish_ != FinishReason::None) return;
+    finish_ = reason;
+    error_ = std::move(error);
+    channel_->version_++;
+  }
+  channel_->cv_.notify_all();
+}
+
+}  // namespace sy

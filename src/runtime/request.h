@@ -1,0 +1,104 @@
+// One generation request as the engine and its client share it. The client (an HTTP
+// handler thread) builds it, submits it, then reads its tokens; the engine thread appends
+// tokens and the finish state. Both sides meet only in these methods, under the mutex of
+// the request's Channel; one Channel may serve several requests (the n choices of one API
+// call), so their client waits on one condition variable for all of them.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/sampler.h"
+
+namespace sy {
+
+using Clock = std::chrono::steady_clock;
+
+struct GenerationParams {
+  SamplingParams sampling;
+  int64_t max_tokens = 16;  // tokens to generate at most
+  bool ignore_eos = false;  // keep going past end-of-generation tokens
+  // OpenAI-style penalties over the tokens generated so far, applied to the logits
+  // before the sampler: logit -= presence * (count > 0) + frequency * count.
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // token id, added to its logit
+};
+
+enum class FinishReason {
+  None,       // still running
+  Stop,       // an end-of-generation token
+  Length,     // max_tokens or the context size
+  Cancelled,  // the client went away, a stop string matched, or the server shut down
+  Error,      // the engine failed; the update's error says why
+};
+
+const char* to_string(FinishReason r);
+
+// Wakes a client when any of its requests has news.
+class Channel {
+ public:
+  // Waits until the channel changed since `version` or `timeout` passed; returns the
+  // current version.
+  uint64_t wait(uint64_t version, std::chrono::milliseconds timeout);
+
+ private:
+  friend class Request;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t version_ = 0;
+};
+
+class Request {
+ public:
+  Request(std::vector<int32_t> prompt, GenerationParams params,
+          std::shared_ptr<Channel> channel = std::make_shared<Channel>());
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
+  const std::vector<int32_t>& prompt() const { return prompt_; }
+  const GenerationParams& params() const { return params_; }
+  Channel& channel() const { return *channel_; }
+  Clock::time_point arrival() const { return arrival_; }
+
+  // ---- client side ----
+  // Asks the engine to drop the request at its next step; the engine frees its KV blocks
+  // and finishes it with FinishReason::Cancelled (unless it already finished).
+  void cancel() { cancel_.store(true, std::memory_order_relaxed); }
+  bool cancel_requested() const { return cancel_.load(std::memory_order_relaxed); }
+
+  struct Update {
+    size_t n_tokens = 0;  // tokens generated so far (all of them, not only the new ones)
+    FinishReason finish = FinishReason::None;
+    std::string error;
+  };
+  // Appends tokens [seen, n) to `out` without waiting (see Channel::wait).
+  Update poll(size_t seen, std::vector<int32_t>& out) const;
+  // Waits until the request finished (for clients that want only the end result).
+  Update wait_finished(std::vector<int32_t>& out) const;
+
+  // ---- engine side ----
+  void push_token(int32_t token);
+  void finish(FinishReason reason, std::string error = {});
+
+ private:
+  const std::vector<int32_t> prompt_;
+  const GenerationParams params_;
+  const std::shared_ptr<Channel> channel_;
+  const Clock::time_point arrival_;
+  std::atomic<bool> cancel_{false};
+
+  // Guarded by channel_->mu_.
+  std::vector<int32_t> tokens_;  // reserved up front: no allocation per token
+  FinishReason finish_ = FinishReason::None;
+  std::string error_;
+};
+
+}  // namespace sy

@@ -1,0 +1,137 @@
+#include "runtime/scheduler.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+
+namespace sy {
+
+Sequence::Sequence(std::shared_ptr<Request> r, uint64_t ord)
+    : req(std::move(r)), order(ord), sampler(req->params().sampling) {
+  const auto& p = req->prompt();
+  tokens.reserve(p.size() + static_cast<size_t>(std::max<int64_t>(0, req->params().max_tokens)));
+  tokens.assign(p.begin(), p.end());
+  n_prompt = static_cast<int64_t>(p.size());
+  for (int32_t t : p) sampler.accept(t);
+}
+
+void StepPlan::clear() {
+  batch.clear();
+  rows.clear();
+  n_decode = n_prefill = n_admitted = n_preempted = 0;
+}
+
+Scheduler::Scheduler(SchedulerConfig cfg, KvCache& cache) : cfg_(cfg), cache_(cache) {
+  if (cfg_.max_running < 1 || cfg_.max_running > cache.n_seq()) {
+    throw Error("scheduler: max_running must be in 1.." + std::to_string(cache.n_seq()));
+  }
+  if (cfg_.max_batch_tokens < cfg_.max_running) {
+    throw Error("scheduler: the batch token budget (" + std::to_string(cfg_.max_batch_tokens) +
+                ") must be at least the number of parallel sequences (" + std::to_string(cfg_.max_running) + ")");
+  }
+  if (cfg_.watermark_blocks < 0) cfg_.watermark_blocks = std::max<int64_t>(1, cache.n_blocks() / 100);
+  for (int s = cfg_.max_running - 1; s >= 0; --s) free_slots_.push_back(s);
+  running_.reserve(static_cast<size_t>(cfg_.max_running));
+}
+
+void Scheduler::enqueue(std::unique_ptr<Sequence> s) {
+  auto pos = std::upper_bound(waiting_.begin(), waiting_.end(), s->order,
+                              [](uint64_t o, const std::unique_ptr<Sequence>& w) { return o < w->order; });
+  waiting_.insert(pos, std::move(s));
+}
+
+void Scheduler::release(Sequence& s) {
+  if (s.slot < 0) return;
+  cache_.release(s.slot);
+  free_slots_.push_back(s.slot);
+  s.slot = -1;
+}
+
+void Scheduler::preempt(size_t i) {
+  auto s = std::move(running_[i]);
+  running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+  release(*s);
+  s->n_computed = 0;  // recomputed from its tokens when it is admitted again
+  s->n_preempted++;
+  preemptions_++;
+  enqueue(std::move(s));
+}
+
+void Scheduler::add_chunk(Sequence& s, int64_t n, StepPlan& plan) {
+  const int64_t end = s.n_computed + n;
+  const bool last = end == static_cast<int64_t>(s.tokens.size());
+  for (int64_t p = s.n_computed; p < end; ++p) {
+    plan.batch.add(s.tokens[p], static_cast<int32_t>(p), s.slot, last && p == end - 1);
+  }
+  if (last) plan.rows.push_back(&s);
+  s.n_computed = end;
+}
+
+bool Scheduler::try_admit(int64_t& budget, StepPlan& plan) {
+  if (waiting_.empty() || free_slots_.empty() || budget <= 0) return false;
+  Sequence& s = *waiting_.front();
+  const int64_t n = static_cast<int64_t>(s.tokens.size());
+  const int64_t need = cache_.blocks_needed(n);
+  // With nothing running, the head may use the whole pool (it always fits: requests are
+  // checked against the context size, and the pool holds at least one full context).
+  const int64_t keep = running_.empty() ? 0 : cfg_.watermark_blocks;
+  if (need + keep > cache_.free_blocks()) return false;
+  const int slot = free_slots_.back();
+  if (!cache_.reserve(slot, n)) return false;
+  free_slots_.pop_back();
+  s.slot = slot;
+  s.n_computed = 0;
+  auto owned = std::move(waiting_.front());
+  waiting_.pop_front();
+  owned->admitted = Clock::now();
+  auto pos = std::upper_bound(running_.begin(), running_.end(), owned->order,
+                              [](uint64_t o, const std::unique_ptr<Sequence>& r) { return o < r->order; });
+  Sequence& ref = **running_.insert(pos, std::move(owned));
+  const int64_t chunk = std::min(budget, n);
+  add_chunk(ref, chunk, plan);
+  budget -= chunk;
+  plan.n_prefill += chunk;
+  plan.n_admitted++;
+  return true;
+}
+
+bool Scheduler::schedule(StepPlan& plan) {
+  plan.clear();
+  // Room for every known token of every running sequence; preempt the newest on failure.
+  for (size_t i = 0; i < running_.size();) {
+    Sequence& s = *running_[i];
+    if (cache_.reserve(s.slot, static_cast<int64_t>(s.tokens.size()))) {
+      ++i;
+      continue;
+    }
+    preempt(running_.size() - 1);
+    plan.n_preempted++;
+    // If s itself was the newest it is gone now and index i is past the end.
+  }
+
+  int64_t budget = cfg_.max_batch_tokens;
+  // Decode tokens first, so running requests keep their pace while prompts stream in.
+  for (auto& s : running_) {
+    if (s->pending() == 1) {
+      add_chunk(*s, 1, plan);
+      budget--;
+      plan.n_decode++;
+    }
+  }
+  // Then the rest of partly read prompts, oldest first.
+  for (auto& s : running_) {
+    if (budget <= 0) break;
+    const int64_t p = s->pending();
+    if (p <= 1) continue;
+    const int64_t chunk = std::min(budget, p);
+    add_chunk(*s, chunk, plan);
+    budget -= chunk;
+    plan.n_prefill += chunk;
+  }
+  // Then new sequences while slots, blocks and budget last.
+  while (try_admit(budget, plan)) {
+  }
+  return plan.batch.size() > 0;
+}
+
+}  // namespace sy

@@ -1,0 +1,121 @@
+// Iteration-level scheduling over a paged KV cache. Each step's batch holds one decode
+// token of every running sequence plus prefill chunks of sequences still reading their
+// prompt, up to a token budget, side by side without padding. The scheduler owns every
+// sequence from admission to retirement and the KV blocks they hold:
+//  - admission: a waiting sequence joins the batch when a slot is free and the cache can
+//    hold all the tokens it knows (its prompt, plus what it generated before a
+//    preemption), with a small watermark of blocks kept free for running sequences to
+//    grow into; otherwise it waits (FIFO, so a long prompt cannot be starved);
+//  - growth: before a step every running sequence gets room for its next position; when
+//    the pool is empty the most recently admitted sequence is preempted: its blocks are
+//    freed and it goes back to the queue, to be recomputed from its tokens later (the
+//    oldest sequence always progresses, so nothing can deadlock);
+//  - retirement: a finished or cancelled sequence leaves at once and frees its blocks.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "model/batch.h"
+#include "runtime/kv_cache.h"
+#include "runtime/request.h"
+#include "runtime/sampler.h"
+
+namespace sy {
+
+struct Sequence {
+  Sequence(std::shared_ptr<Request> r, uint64_t order);
+
+  std::shared_ptr<Request> req;
+  uint64_t order;                // arrival order: lower is older and goes first
+  std::vector<int32_t> tokens;   // prompt, then generated tokens
+  int64_t n_prompt = 0;
+  int64_t n_computed = 0;        // leading tokens whose K/V are in the cache
+  int slot = -1;                 // KV cache sequence slot while running
+  Sampler sampler;
+  std::vector<int32_t> counts;   // per vocabulary id, for presence/frequency penalties
+  std::vector<int32_t> seen;     // ids with a non-zero count
+  Clock::time_point admitted{}, last_token{};
+  int n_preempted = 0;
+  bool done = false;
+
+  int64_t n_generated() const { return static_cast<int64_t>(tokens.size()) - n_prompt; }
+  int64_t pending() const { return static_cast<int64_t>(tokens.size()) - n_computed; }
+};
+
+struct SchedulerConfig {
+  int max_running = 8;             // KV slots: sequences in the running batch at once
+  int64_t max_batch_tokens = 512;  // tokens per step, decode and prefill together
+  int64_t watermark_blocks = -1;   // free blocks admission leaves for growth (-1: 1%, >= 1)
+};
+
+// One step's work: the batch, and for each logits row the sequence it belongs to.
+struct StepPlan {
+  Batch batch;
+  std::vector<Sequence*> rows;
+  int64_t n_decode = 0, n_prefill = 0;
+  int64_t n_admitted = 0, n_preempted = 0;
+
+  void clear();
+};
+
+class Scheduler {
+ public:
+  // max_running must not exceed cache.n_seq(); max_batch_tokens must be >= max_running.
+  Scheduler(SchedulerConfig cfg, KvCache& cache);
+
+  void enqueue(std::unique_ptr<Sequence> s);
+  // Plans the next step and advances n_computed of every sequence in it (the step is
+  // assumed to run; on failure the caller retires them). False when there is no work.
+  bool schedule(StepPlan& plan);
+  // Removes a sequence (running or waiting) for which pred(seq) holds, freeing its slot
+  // and blocks, and hands it to sink(std::unique_ptr<Sequence>).
+  template <class Pred, class Sink>
+  void remove_if(Pred pred, Sink sink);
+
+  size_t n_waiting() const { return waiting_.size(); }
+  size_t n_running() const { return running_.size(); }
+  bool idle() const { return waiting_.empty() && running_.empty(); }
+  const KvCache& cache() const { return cache_; }
+  int64_t preemptions() const { return preemptions_; }
+
+ private:
+  void preempt(size_t running_index);
+  bool try_admit(int64_t& budget, StepPlan& plan);
+  void add_chunk(Sequence& s, int64_t n, StepPlan& plan);
+  void release(Sequence& s);
+
+  SchedulerConfig cfg_;
+  KvCache& cache_;
+  std::vector<std::unique_ptr<Sequence>> running_;  // sorted by order
+  std::deque<std::unique_ptr<Sequence>> waiting_;   // sorted by order
+  std::vector<int> free_slots_;
+  int64_t preemptions_ = 0;
+};
+
+template <class Pred, class Sink>
+void Scheduler::remove_if(Pred pred, Sink sink) {
+  for (size_t i = 0; i < running_.size();) {
+    if (pred(*running_[i])) {
+      auto s = std::move(running_[i]);
+      running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+      release(*s);
+      sink(std::move(s));
+    } else {
+      ++i;
+    }
+  }
+  for (size_t i = 0; i < waiting_.size();) {
+    if (pred(*waiting_[i])) {
+      auto s = std::move(waiting_[i]);
+      waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
+      sink(std::move(s));
+    } else {
+      ++i;
+    }
+  }
+}
+
+}  // namespace sy
