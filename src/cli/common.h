@@ -35,5 +35,6 @@ void add_logits(CLI::App& app);
 void add_tokenize(CLI::App& app);
 void add_perplexity(CLI::App& app);
 void add_info(CLI::App& app);
+void add_synth(CLI::App& app);
 
 }  // namespace sy::cli

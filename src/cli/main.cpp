@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   sy::cli::add_tokenize(app);
   sy::cli::add_perplexity(app);
   sy::cli::add_info(app);
+  sy::cli::add_synth(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

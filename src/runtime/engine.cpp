@@ -1,0 +1,284 @@
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "base/error.h"
+
+namespace sy {
+namespace {
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+KvCache make_pool(const Model& m, const EngineConfig& c) {
+  const HParams& hp = m.hparams();
+  const int64_t blocks = (c.kv_tokens + c.block_size - 1) / c.block_size;
+  return KvCache(hp.n_layer, hp.k_dim(), hp.v_dim(), blocks, c.block_size, c.parallel);
+}
+
+}  // namespace
+
+EngineConfig resolve_engine_config(const Model& model, EngineConfig c) {
+  const HParams& hp = model.hparams();
+  if (c.parallel < 1 || c.parallel > 4096) throw Error("--parallel must be in 1..4096, got " + std::to_string(c.parallel));
+  if (c.block_size < 1 || c.block_size > 4096) throw Error("--kv-block-size must be in 1..4096");
+  if (c.ctx_size <= 0) c.ctx_size = std::min<int64_t>(hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096, 4096);
+  if (c.ctx_size < 2) throw Error("--ctx-size must be at least 2");
+  const int64_t bytes_per_pos = int64_t{hp.n_layer} * (hp.k_dim() + hp.v_dim()) * int64_t{sizeof(float)};
+  if (c.kv_tokens <= 0) {
+    const int64_t cap = std::max<int64_t>(c.ctx_size, (int64_t{2} << 30) / std::max<int64_t>(1, bytes_per_pos));
+    c.kv_tokens = std::min<int64_t>(c.parallel * c.ctx_size, cap);
+  }
+  const int64_t ctx_blocks = (c.ctx_size + c.block_size - 1) / c.block_size;
+  if ((c.kv_tokens + c.block_size - 1) / c.block_size < ctx_blocks) {
+    throw Error("--kv-size " + std::to_string(c.kv_tokens) + " is smaller than one context (--ctx-size " +
+                std::to_string(c.ctx_size) + "); a request of full length could never run");
+  }
+  if (c.batch_tokens < c.parallel) {
+    throw Error("--batch-size " + std::to_string(c.batch_tokens) + " must be at least --parallel " +
+                std::to_string(c.parallel) + " (every running request decodes one token per step)");
+  }
+  if (c.max_queue < 1) throw Error("--max-queue must be at least 1");
+  return c;
+}
+
+Engine::Engine(const Model& model, EngineConfig cfg)
+    : model_(model),
+      cfg_(resolve_engine_config(model, cfg)),
+      n_vocab_(model.hparams().n_vocab),
+      pool_(cfg_.n_threads > 0 ? cfg_.n_threads : ThreadPool::default_threads()),
+      forward_(model, pool_, cfg_.moe),
+      cache_(make_pool(model, cfg_)),
+      sched_({cfg_.parallel, cfg_.batch_tokens, -1}, cache_) {
+  stats_.update([&](EngineStatsData& d) {
+    d.kv_blocks_total = cache_.n_blocks();
+    d.kv_block_size = cache_.block_size();
+    d.layers.resize(static_cast<size_t>(model.hparams().n_layer));
+    for (int il = 0; il < model.hparams().n_layer; ++il) d.layers[il].moe = model.hparams().layer_is_moe(il);
+  });
+  incoming_.reserve(64);
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() { stop(); }
+
+Engine::Submit Engine::submit(const std::vector<std::shared_ptr<Request>>& reqs) {
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  for (const auto& r : reqs) {
+    const auto& p = r->prompt();
+    if (p.empty()) throw Error("the prompt has no tokens");
+    for (int32_t t : p) {
+      if (t < 0 || t >= n_vocab_) {
+        throw Error("token id " + std::to_string(t) + " is outside the vocabulary (0.." + std::to_string(n_vocab_ - 1) + ")");
+      }
+    }
+    if (r->params().max_tokens < 1) throw Error("max_tokens must be at least 1");
+    if (static_cast<int64_t>(p.size()) + r->params().max_tokens > cfg_.ctx_size) {
+      throw Error("the prompt (" + std::to_string(p.size()) + " tokens) plus max_tokens (" +
+                  std::to_string(r->params().max_tokens) + ") exceed the context size " + std::to_string(cfg_.ctx_size));
+    }
+    seqs.push_back(std::make_unique<Sequence>(r, 0));  // validates the sampling parameters
+  }
+  uint64_t prompt_tokens = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (!accepting_) return Submit::ShuttingDown;
+    if (n_waiting_ + inbox_.size() + seqs.size() > cfg_.max_queue) {
+      stats_.update([](EngineStatsData& d) { d.requests_rejected++; });
+      return Submit::QueueFull;
+    }
+    for (auto& s : seqs) {
+      s->order = next_order_++;
+      prompt_tokens += static_cast<uint64_t>(s->n_prompt);
+      inbox_.push_back(std::move(s));
+    }
+  }
+  wake_.notify_one();
+  stats_.update([&](EngineStatsData& d) {
+    d.requests_submitted += reqs.size();
+    d.prompt_tokens += prompt_tokens;
+  });
+  return Submit::Ok;
+}
+
+void Engine::stop_accepting() {
+  std::lock_guard lock(mu_);
+  accepting_ = false;
+}
+
+bool Engine::accepting() const {
+  std::lock_guard lock(mu_);
+  return accepting_;
+}
+
+bool Engine::wait_idle(Clock::duration timeout) {
+  std::unique_lock lock(mu_);
+  return idle_.wait_for(lock, timeout, [&] { return !busy_ && inbox_.empty(); });
+}
+
+void Engine::cancel_all() {
+  {
+    std::lock_guard lock(mu_);
+    cancel_all_ = true;
+  }
+  wake_.notify_one();
+}
+
+void Engine::stop() {
+  {
+    std::lock_guard lock(mu_);
+    accepting_ = false;
+    cancel_all_ = true;
+    stop_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Engine::loop() {
+  for (;;) {
+    bool cancel_all = false;
+    {
+      std::unique_lock lock(mu_);
+      busy_ = !sched_.idle();
+      if (!busy_ && inbox_.empty()) idle_.notify_all();
+      wake_.wait(lock, [&] { return stop_ || cancel_all_ || !inbox_.empty() || !sched_.idle(); });
+      if (stop_ && sched_.idle() && inbox_.empty()) break;
+      incoming_.swap(inbox_);
+      cancel_all = cancel_all_;
+      cancel_all_ = false;  // one shot: by then new requests are refused
+    }
+    for (auto& s : incoming_) sched_.enqueue(std::move(s));
+    incoming_.clear();
+    sched_.remove_if([&](const Sequence& s) { return cancel_all || s.req->cancel_requested(); },
+                     [&](std::unique_ptr<Sequence> s) { finish(*s, FinishReason::Cancelled); });
+    {
+      std::lock_guard lock(mu_);
+      n_waiting_ = sched_.n_waiting();
+    }
+    step();
+  }
+  std::lock_guard lock(mu_);
+  busy_ = false;
+  idle_.notify_all();
+}
+
+void Engine::step() {
+  if (!sched_.schedule(plan_)) {
+    publish_stats(0.0);
+    return;
+  }
+  const auto t0 = Clock::now();
+  try {
+    forward_.run(plan_.batch, cache_, logits_);
+  } catch (const std::exception& e) {
+    // Only the sequences of this batch are at fault (their caches are half written):
+    // fail them and keep serving the rest.
+    std::vector<uint8_t> in_batch(static_cast<size_t>(cache_.n_seq()), 0);
+    for (int32_t slot : plan_.batch.seq) in_batch[slot] = 1;
+    const std::string msg = std::string("the forward pass failed: ") + e.what();
+    std::fprintf(stderr, "engine: %s\n", msg.c_str());
+    sched_.remove_if([&](const Sequence& s) { return s.slot >= 0 && in_batch[s.slot]; },
+                     [&](std::unique_ptr<Sequence> s) { finish(*s, FinishReason::Error, msg); });
+    publish_stats(0.0);
+    return;
+  }
+  const double fwd = seconds(Clock::now() - t0);
+  sample_rows();
+  sched_.remove_if([](const Sequence& s) { return s.done; }, [](std::unique_ptr<Sequence>) {});
+  publish_stats(fwd);
+}
+
+void Engine::apply_penalties(Sequence& s, float* logits) const {
+  const GenerationParams& p = s.req->params();
+  for (const auto& [id, bias] : p.logit_bias) logits[id] += bias;
+  if (p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f) return;
+  for (int32_t id : s.seen) logits[id] -= p.presence_penalty + p.frequency_penalty * static_cast<float>(s.counts[id]);
+}
+
+void Engine::record_token(Sequence& s, int32_t token) {
+  const GenerationParams& p = s.req->params();
+  s.tokens.push_back(token);
+  s.sampler.accept(token);
+  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+    if (s.counts.empty()) s.counts.assign(static_cast<size_t>(n_vocab_), 0);
+    if (s.counts[token]++ == 0) s.seen.push_back(token);
+  }
+  s.req->push_token(token);
+  n_generated_step_++;
+}
+
+void Engine::sample_rows() {
+  const Tokenizer& tok = model_.tokenizer();
+  const auto now = Clock::now();
+  for (size_t i = 0; i < plan_.rows.size(); ++i) {
+    Sequence& s = *plan_.rows[i];
+    float* row = logits_.data() + static_cast<int64_t>(i) * n_vocab_;
+    apply_penalties(s, row);
+    const int32_t t = s.sampler.sample(row, n_vocab_);
+    const GenerationParams& p = s.req->params();
+    if (!p.ignore_eos && tok.is_eog(t)) {
+      finish(s, FinishReason::Stop);
+      continue;
+    }
+    record_token(s, t);
+    if (s.n_generated() == 1) {
+      obs_ttft_.push_back(seconds(now - s.req->arrival()));
+      obs_queue_.push_back(seconds(s.admitted - s.req->arrival()));
+    } else {
+      obs_tpot_.push_back(seconds(now - s.last_token));
+    }
+    s.last_token = now;
+    if (s.n_generated() >= p.max_tokens || static_cast<int64_t>(s.tokens.size()) >= cfg_.ctx_size) {
+      finish(s, FinishReason::Length);
+    }
+  }
+}
+
+void Engine::finish(Sequence& s, FinishReason r, const std::string& error) {
+  s.done = true;
+  s.req->finish(r, error);
+  fin_[static_cast<int>(r)]++;
+  if (r == FinishReason::Stop || r == FinishReason::Length) obs_e2e_.push_back(seconds(Clock::now() - s.req->arrival()));
+}
+
+void Engine::publish_stats(double fwd) {
+  const auto& moe = forward_.moe_stats();
+  stats_.update([&](EngineStatsData& d) {
+    if (plan_.batch.size() > 0) {
+      d.steps++;
+      d.computed_tokens += static_cast<uint64_t>(plan_.batch.size());
+      d.batch_tokens.observe(static_cast<double>(plan_.batch.size()));
+      d.busy_seconds += fwd;
+      for (size_t il = 0; il < d.layers.size() && il < moe.size(); ++il) {
+        if (!d.layers[il].moe) continue;
+        d.layers[il].routed_tokens += static_cast<uint64_t>(moe[il].tokens);
+        d.layers[il].active_experts += static_cast<uint64_t>(moe[il].active_experts);
+        d.layers[il].expert_bytes_read += moe[il].expert_bytes_read;
+        d.layers[il].last_active = moe[il].active_experts;
+      }
+    }
+    d.last_batch_tokens = plan_.batch.size();
+    d.generated_tokens += n_generated_step_;
+    d.finished_stop += fin_[static_cast<int>(FinishReason::Stop)];
+    d.finished_length += fin_[static_cast<int>(FinishReason::Length)];
+    d.finished_cancelled += fin_[static_cast<int>(FinishReason::Cancelled)];
+    d.finished_error += fin_[static_cast<int>(FinishReason::Error)];
+    d.preemptions = static_cast<uint64_t>(sched_.preemptions());
+    for (double v : obs_ttft_) d.ttft.observe(v);
+    for (double v : obs_tpot_) d.tpot.observe(v);
+    for (double v : obs_e2e_) d.e2e.observe(v);
+    for (double v : obs_queue_) d.queue_time.observe(v);
+    d.queue_depth = static_cast<int64_t>(sched_.n_waiting());
+    d.running = static_cast<int64_t>(sched_.n_running());
+    d.kv_blocks_used = cache_.n_blocks() - cache_.free_blocks();
+  });
+  obs_ttft_.clear();
+  obs_tpot_.clear();
+  obs_e2e_.clear();
+  obs_queue_.clear();
+  n_generated_step_ = 0;
+  std::fill(std::begin(fin_), std::end(fin_), 0);
+}
+
+}  // namespace sy

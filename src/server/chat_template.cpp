@@ -1,0 +1,226 @@
+#include "server/chat_template.h"
+
+#include <utility>
+
+#include "base/error.h"
+
+namespace sy {
+namespace {
+
+struct Named {
+  const char* name;
+  ChatFormat format;
+};
+constexpr Named kNames[] = {
+    {"chatml", ChatFormat::ChatML}, {"llama2", ChatFormat::Llama2},     {"mistral", ChatFormat::Mistral},
+    {"llama3", ChatFormat::Llama3}, {"zephyr", ChatFormat::Zephyr},     {"tulu", ChatFormat::Tulu},
+    {"olmoe", ChatFormat::Tulu},    {"gemma", ChatFormat::Gemma},       {"phi3", ChatFormat::Phi3},
+    {"deepseek", ChatFormat::DeepSeek}, {"deepseek3", ChatFormat::DeepSeek3}, {"command-r", ChatFormat::CommandR},
+};
+
+bool has(const std::string& s, const char* needle) { return s.find(needle) != std::string::npos; }
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return {};
+  const auto e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+ChatFormat detect_format(const std::string& t) {
+  if (has(t, "<|im_start|>")) return ChatFormat::ChatML;
+  if (has(t, "<|start_header_id|>")) return ChatFormat::Llama3;
+  if (has(t, "[INST]")) return has(t, "<<SYS>>") ? ChatFormat::Llama2 : ChatFormat::Mistral;
+  if (has(t, "<start_of_turn>")) return ChatFormat::Gemma;
+  if (has(t, "<|START_OF_TURN_TOKEN|>")) return ChatFormat::CommandR;
+  if (has(t, "<\xEF\xBD\x9CUser\xEF\xBD\x9C>")) return ChatFormat::DeepSeek3;
+  if (const auto u = t.find("<|user|>"); u != std::string::npos) {
+    if (has(t, "<|end|>")) return ChatFormat::Phi3;
+    // Zephyr ends every turn with eos_token; Tulu (OLMoE) ends user turns with a newline.
+    const std::string after = t.substr(u, 80);
+    return (has(after, "eos_token") || has(after, "</s>")) ? ChatFormat::Zephyr : ChatFormat::Tulu;
+  }
+  if (has(t, "User: ") && has(t, "Assistant:")) return ChatFormat::DeepSeek;
+  return ChatFormat::Unsupported;
+}
+
+// System messages folded into the first user turn, for formats without a system role.
+std::vector<ChatMessage> fold_system(const std::vector<ChatMessage>& in, const std::string& sep) {
+  std::vector<ChatMessage> out;
+  std::string system;
+  for (const auto& m : in) {
+    if (m.role == "system") {
+      system += (system.empty() ? "" : "\n\n") + m.content;
+      continue;
+    }
+    out.push_back(m);
+    if (!system.empty() && m.role == "user") {
+      out.back().content = system + sep + m.content;
+      system.clear();
+    }
+  }
+  if (!system.empty()) out.insert(out.begin(), ChatMessage{"user", system});
+  return out;
+}
+
+}  // namespace
+
+ChatTemplate ChatTemplate::detect(const std::string& jinja, const std::string& bos, const std::string& eos) {
+  ChatTemplate t;
+  t.bos_ = bos;
+  t.eos_ = eos;
+  if (jinja.empty()) {
+    t.format_ = ChatFormat::ChatML;
+    t.origin_ = "default (the model has no tokenizer.chat_template)";
+  } else {
+    t.format_ = detect_format(jinja);
+    t.origin_ = "tokenizer.chat_template";
+    // Qwen2-style ChatML adds a default system prompt when none is given.
+    if (t.format_ == ChatFormat::ChatML && has(jinja, "You are a helpful assistant.")) t.default_system_ = true;
+  }
+  return t;
+}
+
+ChatTemplate ChatTemplate::named(const std::string& name, const std::string& bos, const std::string& eos) {
+  for (const auto& n : kNames) {
+    if (name == n.name) {
+      ChatTemplate t;
+      t.format_ = n.format;
+      t.bos_ = bos;
+      t.eos_ = eos;
+      t.origin_ = "--chat-template";
+      return t;
+    }
+  }
+  throw Error("--chat-template: unknown format '" + name + "'; supported: " + supported_names());
+}
+
+std::string ChatTemplate::supported_names() {
+  std::string s;
+  for (const auto& n : kNames) s += (s.empty() ? "" : ", ") + std::string(n.name);
+  return s;
+}
+
+std::string ChatTemplate::name() const {
+  for (const auto& n : kNames) {
+    if (n.format == format_) return n.name;
+  }
+  return "unsupported";
+}
+
+std::string ChatTemplate::render(const std::vector<ChatMessage>& input, bool gen) const {
+  for (const auto& m : input) {
+    if (m.role != "system" && m.role != "user" && m.role != "assistant") {
+      throw Error("unsupported message role '" + m.role + "' (expected system, user or assistant)");
+    }
+  }
+  std::string out;
+  switch (format_) {
+    case ChatFormat::Unsupported:
+      throw Error("the model's chat template is not supported");
+    case ChatFormat::ChatML:
+      if (default_system_ && (input.empty() || input[0].role != "system")) {
+        out += "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n";
+      }
+      for (const auto& m : input) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+      if (gen) out += "<|im_start|>assistant\n";
+      break;
+    case ChatFormat::Llama2: {
+      std::string system;
+      bool first = true;
+      for (const auto& m : input) {
+        if (m.role == "system") {
+          system = m.content;
+          continue;
+        }
+        std::string content = m.content;
+        if (first && !system.empty()) content = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content;
+        first = false;
+        if (m.role == "user") out += bos_ + "[INST] " + trim(content) + " [/INST]";
+        else out += " " + trim(content) + " " + eos_;
+      }
+      break;
+    }
+    case ChatFormat::Mistral:
+      out += bos_;
+      for (const auto& m : fold_system(input, "\n\n")) {
+        if (m.role == "user") out += "[INST] " + m.content + " [/INST]";
+        else out += m.content + eos_;
+      }
+      break;
+    case ChatFormat::Llama3:
+      out += bos_;
+      for (const auto& m : input) out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
+      if (gen) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+      break;
+    case ChatFormat::Zephyr:
+      for (const auto& m : input) out += "<|" + m.role + "|>\n" + m.content + eos_ + "\n";
+      if (gen) out += "<|assistant|>\n";
+      break;
+    case ChatFormat::Tulu:
+      out += bos_;
+      for (size_t i = 0; i < input.size(); ++i) {
+        const auto& m = input[i];
+        if (m.role == "assistant") out += "<|assistant|>\n" + m.content + eos_ + (i + 1 < input.size() ? "\n" : "");
+        else out += "<|" + m.role + "|>\n" + m.content + "\n";
+      }
+      if (gen) out += "<|assistant|>\n";
+      break;
+    case ChatFormat::Gemma:
+      out += bos_;
+      for (const auto& m : fold_system(input, "\n\n")) {
+        out += "<start_of_turn>" + std::string(m.role == "assistant" ? "model" : "user") + "\n" + trim(m.content) + "<end_of_turn>\n";
+      }
+      if (gen) out += "<start_of_turn>model\n";
+      break;
+    case ChatFormat::Phi3:
+      for (const auto& m : input) out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
+      out += gen ? "<|assistant|>\n" : eos_;
+      break;
+    case ChatFormat::DeepSeek:
+      out += bos_;
+      for (const auto& m : input) {
+        if (m.role == "system") out += m.content + "\n\n";
+        else if (m.role == "user") out += "User: " + m.content + "\n\n";
+        else out += "Assistant: " + m.content + eos_;
+      }
+      if (gen) out += "Assistant:";
+      break;
+    case ChatFormat::DeepSeek3:
+      out += bos_;
+      for (const auto& m : input) {
+        if (m.role == "system") out += m.content;
+        else if (m.role == "user") out += "<\xEF\xBD\x9CUser\xEF\xBD\x9C>" + m.content;
+        else out += "<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>" + m.content + eos_;
+      }
+      if (gen) out += "<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>";
+      break;
+    case ChatFormat::CommandR:
+      out += bos_;
+      for (const auto& m : input) {
+        const char* tag = m.role == "system" ? "<|SYSTEM_TOKEN|>" : m.role == "user" ? "<|USER_TOKEN|>" : "<|CHATBOT_TOKEN|>";
+        out += std::string("<|START_OF_TURN_TOKEN|>") + tag + m.content + "<|END_OF_TURN_TOKEN|>";
+      }
+      if (gen) out += "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>";
+      break;
+  }
+  return out;
+}
+
+std::vector<std::string> ChatTemplate::stop_strings() const {
+  switch (format_) {
+    case ChatFormat::ChatML: return {"<|im_end|>", "<|im_start|>"};
+    case ChatFormat::Llama3: return {"<|eot_id|>", "<|start_header_id|>"};
+    case ChatFormat::Zephyr:
+    case ChatFormat::Tulu: return {"<|user|>", "<|system|>"};
+    case ChatFormat::Gemma: return {"<end_of_turn>", "<start_of_turn>"};
+    case ChatFormat::Phi3: return {"<|end|>", "<|user|>"};
+    case ChatFormat::Llama2:
+    case ChatFormat::Mistral: return {"[INST]"};
+    case ChatFormat::DeepSeek3: return {"<\xEF\xBD\x9CUser\xEF\xBD\x9C>"};
+    case ChatFormat::CommandR: return {"<|END_OF_TURN_TOKEN|>"};
+    default: return {};
+  }
+}
+
+}  // namespace sy

@@ -1,0 +1,60 @@
+// Chat templates: messages -> prompt text. Models carry a Jinja template in
+// tokenizer.chat_template; rather than run arbitrary Jinja we recognise the common
+// template families by their markers (as llama.cpp does) and render them in C++, and say
+// so plainly when a template is none of them (pick one with --chat-template).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace sy {
+
+struct ChatMessage {
+  std::string role;  // system, user, assistant (developer -> system, tool -> user where the format has no tool role)
+  std::string content;
+};
+
+enum class ChatFormat {
+  Unsupported,
+  ChatML,    // <|im_start|>role ... <|im_end|> (Qwen, many others)
+  Llama2,    // [INST] <<SYS>> ... <</SYS>> ... [/INST]
+  Mistral,   // [INST] ... [/INST] (Mistral / Mixtral instruct)
+  Llama3,    // <|start_header_id|>role<|end_header_id|> ... <|eot_id|>
+  Zephyr,    // <|user|>\n ... </s>
+  Tulu,      // <|user|>\n ... \n (OLMoE / Tulu instruct)
+  Gemma,     // <start_of_turn>user ... <end_of_turn>
+  Phi3,      // <|user|>\n ... <|end|>
+  DeepSeek,  // User: ...\n\nAssistant: ... (DeepSeek-MoE / DeepSeek-V2 chat)
+  DeepSeek3, // <｜User｜> ... <｜Assistant｜>
+  CommandR,  // <|START_OF_TURN_TOKEN|><|USER_TOKEN|> ...
+};
+
+class ChatTemplate {
+ public:
+  // From the model's template text (empty: no template in the model -> ChatML, as
+  // llama.cpp does) or a format name given by the user ("chatml", "llama2", ...). The
+  // special-token texts are used where a template writes bos_token / eos_token.
+  static ChatTemplate detect(const std::string& jinja, const std::string& bos, const std::string& eos);
+  // Throws sy::Error listing the names when `name` is not one.
+  static ChatTemplate named(const std::string& name, const std::string& bos, const std::string& eos);
+  static std::string supported_names();
+
+  bool supported() const { return format_ != ChatFormat::Unsupported; }
+  ChatFormat format() const { return format_; }
+  std::string name() const;
+  // Where it came from, for the startup log ("tokenizer.chat_template", "default", ...).
+  const std::string& origin() const { return origin_; }
+
+  // The prompt for `messages`, ending with the assistant's turn opened when
+  // add_generation_prompt. Throws sy::Error for an unknown role (naming it).
+  std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true) const;
+  // Text that ends an assistant turn in this format, for use as extra stop strings.
+  std::vector<std::string> stop_strings() const;
+
+ private:
+  ChatFormat format_ = ChatFormat::Unsupported;
+  std::string bos_, eos_, origin_;
+  bool default_system_ = false;  // Qwen2-style ChatML: a default system prompt
+};
+
+}  // namespace sy
