@@ -86,14 +86,16 @@ void Forward::ffn_block(int il, int64_t n) {
   for (int64_t t = 0; t < n; ++t) cpu::rms_norm(&x_[t * d], L.ffn_norm.data(), d, hp_.rms_eps, &h_[t * d]);
 
   if (!hp_.layer_is_moe(il)) {
-    ffn_.run(L.dense, {h_.data(), n, d}, {ffn_out_.data(), d}, pool_);
+    ffn_job_.assign(1, {L.dense, 0, n});
+    ffn_.run(ffn_job_, {h_.data(), n, d}, {ffn_out_.data(), d}, pool_);
     add_into(x_.data(), ffn_out_.data(), n * d);
     return;
   }
   moe_stats_[il] = moe_.forward(h_.data(), n, d, L.router, router_rules_, model_.experts(), il,
                                 moe_opt_, ffn_out_.data(), d, pool_);
   if (!L.shared_expert.empty()) {
-    ffn_.run(L.shared_expert, {h_.data(), n, d}, {shared_out_.data(), d}, pool_);
+    ffn_job_.assign(1, {L.shared_expert, 0, n});
+    ffn_.run(ffn_job_, {h_.data(), n, d}, {shared_out_.data(), d}, pool_);
     for (int64_t t = 0; t < n; ++t) {
       float g = 1.0f;
       if (!L.shared_gate.empty()) {

@@ -43,7 +43,8 @@ class Forward {
   std::vector<const float*> kv_blocks_;
   cpu::MatmulScratch scratch_;
   MoeLayer moe_;
-  FfnRunner ffn_;
+  GroupedFfn ffn_;  // dense layers and shared experts: a single job
+  std::vector<FfnJob> ffn_job_;
   std::vector<MoeStepStats> moe_stats_;
 };
 

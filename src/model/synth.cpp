@@ -68,6 +68,8 @@ uint32_t file_type(DType t) {  // llama_ftype
 
 // ---- the tensors ---------------------------------------------------------------------------
 
+// Router: normal rows made orthogonal to the shared direction u, then given the layer's
+// component along u per expert (none when layer < 0).
 enum class Init { Ones, Normal, Embedding, Router };
 
 struct Planned {
@@ -128,7 +130,8 @@ std::vector<Planned> plan(const SynthOptions& o) {
     }
   }
   add("output_norm.weight", DType::F32, {d}, Init::Ones);
-  add("output.weight", T, {d, s.n_vocab}, Init::Normal, reader(d));
+  // Orthogonal to u like the routers, so that the shared component favours no token.
+  add("output.weight", T, {d, s.n_vocab}, Init::Router, reader(d));
   return p;
 }
 
@@ -163,7 +166,8 @@ void fill_row(const Generator& g, const Planned& p, uint64_t key, int64_t row, f
         x[j] = p.stddev * gauss(key, base + j);
         dot += double(x[j]) * g.u[j];
       }
-      const float shift = g.along[p.layer][row] - static_cast<float>(dot);
+      const float along = p.layer >= 0 ? g.along[p.layer][row] : 0.0f;
+      const float shift = along - static_cast<float>(dot);
       for (int64_t j = 0; j < n; ++j) x[j] += shift * g.u[j];
       return;
     }

@@ -33,16 +33,17 @@ MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const Weig
     else std::fill(dst, dst + d, 0.0f);
   }
 
-  // Each active expert once over its whole block; experts without rows are never acquired.
+  // Each active expert once over its whole block, all in one grouped job; experts
+  // without rows are never acquired.
+  jobs_.clear();
   for (int32_t e : plan_.active) {
-    const int64_t r0 = plan_.offset[e], nr = plan_.rows(e);
-    FfnWeights w = store.acquire(layer, e);
-    ffn_.run(w, {gathered_.data() + r0 * d, nr, d}, {expert_out_.data() + r0 * d, d}, pool);
-    store.release(layer, e);
+    jobs_.push_back({store.acquire(layer, e), plan_.offset[e], plan_.rows(e)});
     stats.active_experts++;
-    stats.rows_computed += nr;
-    stats.expert_bytes_read += w.bytes();
+    stats.rows_computed += plan_.rows(e);
+    stats.expert_bytes_read += jobs_.back().w.bytes();
   }
+  experts_.run(jobs_, {gathered_.data(), rows, d}, {expert_out_.data(), d}, pool);
+  for (int32_t e : plan_.active) store.release(layer, e);
 
   // Combine in choice order j = 0..k-1 so the sum is the same whatever the plan.
   for (int64_t t = 0; t < n; ++t) {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "experts/expert_store.h"
-#include "experts/ffn.h"
+#include "experts/grouped_ffn.h"
 #include "moe/dispatch_plan.h"
 
 namespace sy {
@@ -42,8 +42,9 @@ class MoeLayer {
   Routing routing_;
   DispatchPlan plan_;
   std::vector<float> logits_, gathered_, expert_out_;
+  std::vector<FfnJob> jobs_;
   cpu::MatmulScratch scratch_;
-  FfnRunner ffn_;
+  GroupedFfn experts_;
 };
 
 }  // namespace sy

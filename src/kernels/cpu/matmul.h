@@ -1,5 +1,9 @@
 // y = x * W^T for a block of token rows: y[t][r] = dot(W row r, x row t).
-// Quantized weights get their activations quantized to Q8_0 once per call.
+//
+// The input is first prepared for the weight's kernel (kept as float, quantized to Q8_0
+// blocks, or quantized into the packed order), once per call; row tiles then run on any
+// thread. matmul() does both; the grouped expert executor prepares many inputs and
+// schedules the tiles of several matrices in one parallel job.
 #pragma once
 
 #include <cstdint>
@@ -10,21 +14,6 @@
 #include "kernels/cpu/packed.h"
 
 namespace sy::cpu {
-
-// Reusable buffers for activation conversions; grows, never shrinks, so steady-state
-// calls do not allocate.
-class MatmulScratch {
- public:
-  BlockQ8_0* q8(size_t n_blocks) {
-    if (q8_.size() < n_blocks) q8_.resize(n_blocks);
-    return q8_.data();
-  }
-  PackedActivations& packed() { return packed_; }
-
- private:
-  std::vector<BlockQ8_0> q8_;
-  PackedActivations packed_;
-};
 
 struct Rows {
   const float* data;
@@ -37,9 +26,37 @@ struct OutRows {
   int64_t ld;
 };
 
-void matmul(const WeightMatrix& w, Rows x, OutRows y, ThreadPool& pool, MatmulScratch& scratch);
+// Token rows in the form one weight layout's kernel reads. Buffers grow and are reused,
+// so steady-state calls do not allocate.
+class PreparedInput {
+ public:
+  // Prepares x for weights like `w` (same dtype, layout and cols).
+  void prepare(const WeightMatrix& w, Rows x);
+  int64_t rows() const { return f32_.n; }
 
-// The same on the calling thread only (used inside jobs that are already parallel).
-void matmul_serial(const WeightMatrix& w, Rows x, OutRows y, MatmulScratch& scratch);
+ private:
+  friend void matmul_rows(const WeightMatrix&, const PreparedInput&, OutRows, int64_t, int64_t);
+  Rows f32_{nullptr, 0, 0};
+  std::vector<BlockQ8_0> q8_;
+  int64_t q8_ld_ = 0;  // blocks per row
+  PackedActivations packed_;
+  bool is_packed_ = false;
+};
+
+// Rows [r0, r1) of w against every prepared input row; runs on the calling thread.
+void matmul_rows(const WeightMatrix& w, const PreparedInput& in, OutRows y, int64_t r0, int64_t r1);
+
+// Row tile size used to split a matrix into tasks (~64 KiB of weights, multiple of 16).
+int64_t row_tile(const WeightMatrix& w);
+
+class MatmulScratch {
+ public:
+  PreparedInput& input() { return input_; }
+
+ private:
+  PreparedInput input_;
+};
+
+void matmul(const WeightMatrix& w, Rows x, OutRows y, ThreadPool& pool, MatmulScratch& scratch);
 
 }  // namespace sy::cpu

@@ -1,0 +1,75 @@
+#include "experts/grouped_ffn.h"
+
+#include <algorithm>
+
+#include "kernels/cpu/ops.h"
+
+namespace sy {
+
+void GroupedFfn::make_tiles(const std::vector<FfnJob>& jobs, bool down) {
+  tiles_.clear();
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const WeightMatrix& w = down ? jobs[j].w.down : jobs[j].w.gate;
+    // ~64 KiB of weights per tile at one token; proportionally fewer rows per tile as the
+    // block grows, so tiles carry similar work (multiples of 16 rows, the kernels' tile).
+    const int64_t base = cpu::row_tile(w);
+    const int64_t per = std::max<int64_t>(16, base / std::max<int64_t>(1, (jobs[j].rows + 3) / 4) / 16 * 16);
+    for (int64_t r = 0; r < w.rows; r += per) tiles_.push_back({static_cast<int32_t>(j), r, std::min(w.rows, r + per)});
+  }
+}
+
+void GroupedFfn::run(const std::vector<FfnJob>& jobs, cpu::Rows x, cpu::OutRows out, ThreadPool& pool) {
+  if (jobs.empty()) return;
+  const size_t nj = jobs.size();
+  if (in_.size() < nj) {
+    in_.resize(nj);
+    in_up_.resize(nj);
+    mid_in_.resize(nj);
+  }
+  int64_t total_rows = 0, ff = 0;
+  for (const FfnJob& j : jobs) {
+    total_rows = std::max(total_rows, j.row0 + j.rows);
+    ff = std::max(ff, j.w.gate.rows);
+  }
+  if (gate_.size() < static_cast<size_t>(total_rows * ff)) {
+    gate_.resize(total_rows * ff);
+    up_.resize(total_rows * ff);
+  }
+
+  // 1. Inputs, once per block (gate and up share it when their layouts match).
+  pool.parallel_for(static_cast<int64_t>(nj), [&](int64_t j, int) {
+    const FfnJob& job = jobs[j];
+    const cpu::Rows xr{x.data + job.row0 * x.ld, job.rows, x.ld};
+    in_[j].prepare(job.w.gate, xr);
+    if (job.w.up.dtype != job.w.gate.dtype || job.w.up.packed != job.w.gate.packed) in_up_[j].prepare(job.w.up, xr);
+  });
+
+  // 2. Gate and up rows with SwiGLU on the tile's columns.
+  make_tiles(jobs, false);
+  pool.parallel_for(static_cast<int64_t>(tiles_.size()), [&](int64_t i, int) {
+    const Tile& t = tiles_[i];
+    const FfnJob& job = jobs[t.job];
+    const bool shared = job.w.up.dtype == job.w.gate.dtype && job.w.up.packed == job.w.gate.packed;
+    float* g = gate_.data() + job.row0 * ff;
+    float* u = up_.data() + job.row0 * ff;
+    cpu::matmul_rows(job.w.gate, in_[t.job], {g, ff}, t.r0, t.r1);
+    cpu::matmul_rows(job.w.up, shared ? in_[t.job] : in_up_[t.job], {u, ff}, t.r0, t.r1);
+    for (int64_t r = 0; r < job.rows; ++r) cpu::swiglu(g + r * ff + t.r0, u + r * ff + t.r0, t.r1 - t.r0);
+  });
+
+  // 3. SwiGLU outputs as inputs of the down projections.
+  pool.parallel_for(static_cast<int64_t>(nj), [&](int64_t j, int) {
+    const FfnJob& job = jobs[j];
+    mid_in_[j].prepare(job.w.down, {gate_.data() + job.row0 * ff, job.rows, ff});
+  });
+
+  // 4. Down rows straight into the output block.
+  make_tiles(jobs, true);
+  pool.parallel_for(static_cast<int64_t>(tiles_.size()), [&](int64_t i, int) {
+    const Tile& t = tiles_[i];
+    const FfnJob& job = jobs[t.job];
+    cpu::matmul_rows(job.w.down, mid_in_[t.job], {out.data + job.row0 * out.ld, out.ld}, t.r0, t.r1);
+  });
+}
+
+}  // namespace sy

@@ -1,0 +1,207 @@
+#include "server/completion.h"
+
+namespace sy {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string sse(const json& j) { return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"; }
+
+}  // namespace
+
+CompletionRun::CompletionRun(Engine& engine, const Tokenizer& tok, CompletionJob job, Meta meta)
+    : engine_(engine), tok_(tok), job_(std::move(job)), meta_(std::move(meta)), channel_(std::make_shared<Channel>()) {
+  for (size_t p = 0; p < job_.prompts.size(); ++p) {
+    for (int i = 0; i < job_.n; ++i) {
+      auto c = std::make_unique<Choice>(tok_, job_.stop);
+      c->index = static_cast<int>(p * job_.n + i);
+      c->prompt = p;
+      if (!job_.echo_text[p].empty()) c->text = job_.echo_text[p];
+      GenerationParams g = job_.gen;
+      g.max_tokens = job_.max_tokens[p];
+      g.sampling.seed += static_cast<uint64_t>(i);  // n choices: different draws, reproducible with a seed
+      if (g.max_tokens > 0) c->req = std::make_shared<Request>(job_.prompts[p], std::move(g), channel_);
+      else c->finish = "length";
+      choices_.push_back(std::move(c));
+    }
+  }
+}
+
+CompletionRun::~CompletionRun() { cancel(); }
+
+void CompletionRun::cancel() {
+  for (auto& c : choices_) {
+    if (c->req) c->req->cancel();
+  }
+}
+
+Engine::Submit CompletionRun::submit() {
+  std::vector<std::shared_ptr<Request>> reqs;
+  for (auto& c : choices_) {
+    if (c->req) reqs.push_back(c->req);
+  }
+  if (reqs.empty()) return Engine::Submit::Ok;
+  return engine_.submit(reqs);
+}
+
+bool CompletionRun::done() const {
+  for (const auto& c : choices_) {
+    if (c->finish.empty()) return false;
+  }
+  return true;
+}
+
+const CompletionRun::Choice* CompletionRun::failed() const {
+  for (const auto& c : choices_) {
+    if (c->finish == "error") return c.get();
+  }
+  return nullptr;
+}
+
+void CompletionRun::pump() {
+  for (auto& cp : choices_) {
+    Choice& c = *cp;
+    if (!c.finish.empty() || !c.req) continue;
+    buf_.clear();
+    const Request::Update u = c.req->poll(c.seen, buf_);
+    c.seen = u.n_tokens;
+    for (int32_t t : buf_) {
+      c.got_token = true;
+      c.n_tokens++;
+      c.text += c.stop.push(c.dec.push(t));
+      if (c.stop.stopped()) {
+        c.finish = "stop";
+        c.req->cancel();  // the engine drops it at its next step
+        break;
+      }
+    }
+    if (!c.finish.empty() || u.finish == FinishReason::None) continue;
+    // Finished, and poll() returned every token it produced.
+    c.text += c.stop.push(c.dec.flush());
+    c.text += c.stop.flush();
+    switch (u.finish) {
+      case FinishReason::Stop: c.finish = "stop"; break;
+      case FinishReason::Length: c.finish = "length"; break;
+      case FinishReason::Cancelled:
+        c.finish = "error";
+        c.error = "the request was cancelled because the server is shutting down";
+        break;
+      default:
+        c.finish = "error";
+        c.error = u.error.empty() ? "the engine failed" : u.error;
+    }
+  }
+}
+
+bool CompletionRun::wait(const ResponseSink& sink, uint64_t& version) {
+  version = channel_->wait(version, std::chrono::milliseconds(100));
+  if (sink.alive && !sink.alive()) {
+    cancel();
+    return false;
+  }
+  return true;
+}
+
+json CompletionRun::usage() const {
+  int64_t completion = 0;
+  for (const auto& c : choices_) completion += c->n_tokens;
+  const int64_t prompt = job_.prompt_tokens();
+  return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
+}
+
+json CompletionRun::chunk(const Choice& c, const std::string& text, bool finish) const {
+  json choice;
+  if (job_.endpoint == Endpoint::Chat) {
+    json delta = json::object();
+    if (!finish) {
+      if (!c.started) delta["role"] = "assistant";
+      delta["content"] = text;
+    }
+    choice = {{"index", c.index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish ? json(c.finish) : json(nullptr)}};
+  } else {
+    choice = {{"text", text}, {"index", c.index}, {"logprobs", nullptr}, {"finish_reason", finish ? json(c.finish) : json(nullptr)}};
+  }
+  json j = {{"id", meta_.id},
+            {"object", job_.endpoint == Endpoint::Chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", meta_.created},
+            {"model", meta_.model},
+            {"system_fingerprint", meta_.fingerprint},
+            {"choices", json::array({choice})}};
+  if (job_.include_usage) j["usage"] = nullptr;
+  return j;
+}
+
+bool CompletionRun::stream(const ResponseSink& sink) {
+  uint64_t version = 0;
+  for (;;) {
+    pump();
+    for (auto& cp : choices_) {
+      Choice& c = *cp;
+      // A chunk per batch of new text, and one at the first token even when its text is
+      // still empty (a partial UTF-8 character), so clients can time the first token.
+      if (!c.text.empty() || (c.got_token && !c.started)) {
+        if (!sink.write(sse(chunk(c, c.text, false)))) return cancel(), false;
+        c.started = true;
+        c.text.clear();
+      }
+      if (c.finish == "error") {
+        sink.write(sse(error_json(c.error, "server_error", "", "")));
+        cancel();
+        return true;
+      }
+      if (!c.finish.empty() && !c.finish_sent) {
+        if (job_.endpoint == Endpoint::Chat && !c.started) {  // the role chunk comes first, always
+          if (!sink.write(sse(chunk(c, "", false)))) return cancel(), false;
+          c.started = true;
+        }
+        if (!sink.write(sse(chunk(c, "", true)))) return cancel(), false;
+        c.finish_sent = true;
+      }
+    }
+    if (done()) break;
+    if (!wait(sink, version)) return false;
+  }
+  if (job_.include_usage) {
+    json u = {{"id", meta_.id},
+              {"object", job_.endpoint == Endpoint::Chat ? "chat.completion.chunk" : "text_completion"},
+              {"created", meta_.created},
+              {"model", meta_.model},
+              {"system_fingerprint", meta_.fingerprint},
+              {"choices", json::array()},
+              {"usage", usage()}};
+    if (!sink.write(sse(u))) return false;
+  }
+  return sink.write("data: [DONE]\n\n");
+}
+
+bool CompletionRun::respond(const ResponseSink& sink) {
+  uint64_t version = 0;
+  for (;;) {
+    pump();
+    if (done()) break;
+    if (!wait(sink, version)) return false;
+  }
+  if (const Choice* f = failed()) return sink.write(error_json(f->error, "server_error", "", "").dump());
+  json choices = json::array();
+  for (const auto& c : choices_) {
+    if (job_.endpoint == Endpoint::Chat) {
+      choices.push_back({{"index", c->index},
+                         {"message", {{"role", "assistant"}, {"content", c->text}, {"refusal", nullptr}}},
+                         {"logprobs", nullptr},
+                         {"finish_reason", c->finish}});
+    } else {
+      choices.push_back({{"text", c->text}, {"index", c->index}, {"logprobs", nullptr}, {"finish_reason", c->finish}});
+    }
+  }
+  json j = {{"id", meta_.id},
+            {"object", job_.endpoint == Endpoint::Chat ? "chat.completion" : "text_completion"},
+            {"created", meta_.created},
+            {"model", meta_.model},
+            {"system_fingerprint", meta_.fingerprint},
+            {"choices", choices},
+            {"usage", usage()}};
+  return sink.write(j.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+}  // namespace sy

@@ -1,0 +1,378 @@
+#include "server/openai.h"
+
+#include <cmath>
+#include <optional>
+#include <random>
+
+namespace sy {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string type_of(const json& v) {
+  if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
+  if (v.is_number_float()) return "a decimal";
+  if (v.is_string()) return "a string";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "an object";
+  return "null";
+}
+
+std::string num(double v) {
+  std::string s = std::to_string(v);
+  s.erase(s.find_last_not_of('0') + 1);
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+
+ApiError invalid_type(const std::string& field, const std::string& expected, const json& v) {
+  return ApiError(400, "Invalid type for '" + field + "': expected " + expected + ", but got " + type_of(v) + " instead.",
+                  field, "invalid_type");
+}
+
+ApiError invalid_value(const std::string& field, const std::string& what) {
+  return ApiError(400, "Invalid value for '" + field + "': " + what, field, "invalid_value");
+}
+
+ApiError unsupported(const std::string& field, const std::string& what) {
+  return ApiError(400, what + " is not supported by this server.", field, "unsupported_parameter");
+}
+
+// The value of `key`, or nullptr when it is absent or null (OpenAI treats null as unset).
+const json* field(const json& body, const char* key) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+bool is_integral(const json& v) {
+  if (v.is_number_integer() || v.is_number_unsigned()) return true;
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    return std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e18;
+  }
+  return false;
+}
+
+std::optional<double> get_number(const json& body, const char* key, double lo, double hi) {
+  const json* v = field(body, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) throw invalid_type(key, "a number", *v);
+  const double d = v->get<double>();
+  if (!std::isfinite(d) || d < lo || d > hi) {
+    throw invalid_value(key, "expected a number between " + num(lo) + " and " + num(hi) + ", but got " + num(d) + ".");
+  }
+  return d;
+}
+
+std::optional<int64_t> get_int(const json& body, const char* key, int64_t lo, int64_t hi) {
+  const json* v = field(body, key);
+  if (!v) return std::nullopt;
+  if (!is_integral(*v)) throw invalid_type(key, "an integer", *v);
+  int64_t i = 0;
+  if (v->is_number_unsigned()) i = static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), INT64_MAX));
+  else if (v->is_number_integer()) i = v->get<int64_t>();
+  else i = static_cast<int64_t>(v->get<double>());
+  if (i < lo || i > hi) {
+    throw invalid_value(key, "expected an integer between " + std::to_string(lo) + " and " + std::to_string(hi) +
+                                 ", but got " + std::to_string(i) + ".");
+  }
+  return i;
+}
+
+std::optional<bool> get_bool(const json& body, const char* key) {
+  const json* v = field(body, key);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) throw invalid_type(key, "a boolean", *v);
+  return v->get<bool>();
+}
+
+std::vector<std::string> parse_stop(const json& body) {
+  const json* v = field(body, "stop");
+  if (!v) return {};
+  if (v->is_string()) return {v->get<std::string>()};
+  if (!v->is_array()) throw invalid_type("stop", "a string or an array of strings", *v);
+  if (v->size() > 4) throw invalid_value("stop", "at most 4 stop sequences are allowed, but got " + std::to_string(v->size()) + ".");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < v->size(); ++i) {
+    if (!(*v)[i].is_string()) throw invalid_type("stop[" + std::to_string(i) + "]", "a string", (*v)[i]);
+    out.push_back((*v)[i].get<std::string>());
+  }
+  return out;
+}
+
+void parse_sampling(const json& body, GenerationParams& g, const ApiContext& ctx) {
+  SamplingParams& s = g.sampling;
+  // OpenAI's defaults: temperature 1, nucleus off; the extensions (top_k, min_p,
+  // repeat_penalty as in llama.cpp and vLLM) are off unless given.
+  s.temperature = static_cast<float>(get_number(body, "temperature", 0, 2).value_or(1.0));
+  s.top_p = static_cast<float>(get_number(body, "top_p", 0, 1).value_or(1.0));
+  s.top_k = static_cast<int>(get_int(body, "top_k", 0, 1 << 30).value_or(0));
+  if (s.top_p <= 0.0f) {  // top_p 0 keeps only the most likely token
+    s.top_p = 1.0f;
+    s.top_k = 1;
+  }
+  s.min_p = static_cast<float>(get_number(body, "min_p", 0, 1).value_or(0.0));
+  s.repeat_penalty = static_cast<float>(get_number(body, "repeat_penalty", 0.01, 100).value_or(1.0));
+  s.repeat_last_n = static_cast<int>(get_int(body, "repeat_last_n", 0, 1 << 20).value_or(64));
+  s.seed = static_cast<uint64_t>(get_int(body, "seed", INT64_MIN, INT64_MAX).value_or(static_cast<int64_t>(ctx.default_seed)));
+  g.presence_penalty = static_cast<float>(get_number(body, "presence_penalty", -2, 2).value_or(0.0));
+  g.frequency_penalty = static_cast<float>(get_number(body, "frequency_penalty", -2, 2).value_or(0.0));
+  g.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
+
+  if (const json* lb = field(body, "logit_bias")) {
+    if (!lb->is_object()) throw invalid_type("logit_bias", "an object", *lb);
+    const int32_t n_vocab = ctx.tok->n_vocab();
+    for (const auto& [key, val] : lb->items()) {
+      const std::string f = "logit_bias[" + key + "]";
+      size_t used = 0;
+      long long id = -1;
+      try {
+        id = std::stoll(key, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != key.size() || id < 0 || id >= n_vocab) {
+        throw invalid_value("logit_bias", "'" + key + "' is not a token id of this model (0.." + std::to_string(n_vocab - 1) + ").");
+      }
+      if (!val.is_number()) throw invalid_type(f, "a number", val);
+      const double b = val.get<double>();
+      if (!(b >= -100 && b <= 100)) throw invalid_value(f, "expected a number between -100 and 100, but got " + num(b) + ".");
+      g.logit_bias.emplace_back(static_cast<int32_t>(id), b <= -100 ? -INFINITY : static_cast<float>(b));
+    }
+  }
+}
+
+std::vector<int32_t> token_array(const json& a, const std::string& fieldname, int32_t n_vocab) {
+  std::vector<int32_t> out;
+  out.reserve(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!is_integral(a[i])) throw invalid_type(fieldname + "[" + std::to_string(i) + "]", "an integer token id", a[i]);
+    const double id = a[i].get<double>();
+    if (id < 0 || id >= n_vocab) {
+      throw invalid_value(fieldname, "token id " + num(id) + " is outside the vocabulary (0.." + std::to_string(n_vocab - 1) + ").");
+    }
+    out.push_back(static_cast<int32_t>(id));
+  }
+  return out;
+}
+
+void parse_prompts(const json& body, const ApiContext& ctx, bool echo, CompletionJob& job) {
+  const json* p = field(body, "prompt");
+  if (!p) throw ApiError(400, "Missing required parameter: 'prompt'.", "prompt", "missing_required_parameter");
+  const Tokenizer& tok = *ctx.tok;
+  auto add_text = [&](const std::string& text) {
+    job.prompts.push_back(tok.encode(text, tok.add_bos_default(), true));
+    job.echo_text.push_back(echo ? text : std::string());
+  };
+  auto add_tokens = [&](std::vector<int32_t> ids) {
+    job.echo_text.push_back(echo ? tok.decode(ids) : std::string());
+    job.prompts.push_back(std::move(ids));
+  };
+  if (p->is_string()) {
+    add_text(p->get<std::string>());
+  } else if (p->is_array()) {
+    if (p->empty()) throw invalid_value("prompt", "the prompt array is empty.");
+    const json& first = (*p)[0];
+    if (first.is_string()) {
+      for (size_t i = 0; i < p->size(); ++i) {
+        if (!(*p)[i].is_string()) throw invalid_type("prompt[" + std::to_string(i) + "]", "a string", (*p)[i]);
+        add_text((*p)[i].get<std::string>());
+      }
+    } else if (first.is_array()) {
+      for (size_t i = 0; i < p->size(); ++i) {
+        const std::string f = "prompt[" + std::to_string(i) + "]";
+        if (!(*p)[i].is_array()) throw invalid_type(f, "an array of token ids", (*p)[i]);
+        add_tokens(token_array((*p)[i], f, tok.n_vocab()));
+      }
+    } else {
+      add_tokens(token_array(*p, "prompt", tok.n_vocab()));
+    }
+  } else {
+    throw invalid_type("prompt", "a string, an array of strings or an array of token ids", *p);
+  }
+}
+
+void parse_chat(const json& body, const ApiContext& ctx, CompletionJob& job) {
+  const json* m = field(body, "messages");
+  if (!m) throw ApiError(400, "Missing required parameter: 'messages'.", "messages", "missing_required_parameter");
+  if (!m->is_array()) throw invalid_type("messages", "an array", *m);
+  if (m->empty()) throw invalid_value("messages", "expected an array with at least 1 message, but got an empty array.");
+  const auto messages = parse_chat_messages(*m);
+  if (!ctx.chat->supported()) {
+    throw ApiError(500, "This model's chat template is not supported by switchyard, so /v1/chat/completions is unavailable; "
+                   "use /v1/completions, or restart the server with --chat-template one of: " + ChatTemplate::supported_names() + ".",
+                   "", "chat_template_unsupported", "server_error");
+  }
+  const std::string text = ctx.chat->render(messages, true);
+  const Tokenizer& tok = *ctx.tok;
+  // Templates that write bos_token themselves must not get a second one.
+  const int32_t bos = tok.bos_id();
+  const bool has_bos = bos >= 0 && !tok.token_text(bos).empty() && text.rfind(tok.token_text(bos), 0) == 0;
+  job.prompts.push_back(tok.encode(text, tok.add_bos_default() && !has_bos, true));
+  job.echo_text.emplace_back();
+  for (const auto& s : ctx.chat->stop_strings()) job.stop.push_back(s);
+}
+
+}  // namespace
+
+json error_json(const std::string& message, const std::string& type, const std::string& param, const std::string& code) {
+  return {{"error",
+           {{"message", message},
+            {"type", type},
+            {"param", param.empty() ? json(nullptr) : json(param)},
+            {"code", code.empty() ? json(nullptr) : json(code)}}}};
+}
+
+json ApiError::body() const { return error_json(what(), type, param, code); }
+
+int64_t CompletionJob::prompt_tokens() const {
+  int64_t n = 0;
+  for (const auto& p : prompts) n += static_cast<int64_t>(p.size());
+  return n;
+}
+
+std::string random_id(const char* prefix) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  static const char* hex = "0123456789abcdef";
+  std::string s = prefix;
+  for (int i = 0; i < 24; ++i) s += hex[rng() & 15];
+  return s;
+}
+
+json parse_json_body(const std::string& body) {
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded()) {
+    throw ApiError(400, "We could not parse the JSON body of your request. The body must be valid JSON "
+                   "(see https://platform.openai.com/docs/api-reference).", "", "invalid_json");
+  }
+  if (!j.is_object()) throw ApiError(400, "The request body must be a JSON object, but got " + type_of(j) + ".", "", "invalid_json");
+  return j;
+}
+
+std::vector<ChatMessage> parse_chat_messages(const json& messages) {
+  std::vector<ChatMessage> out;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& m = messages[i];
+    const std::string f = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) throw invalid_type(f, "an object", m);
+    const json* role = field(m, "role");
+    if (!role) throw ApiError(400, "Missing required parameter: '" + f + ".role'.", f + ".role", "missing_required_parameter");
+    if (!role->is_string()) throw invalid_type(f + ".role", "a string", *role);
+    std::string r = role->get<std::string>();
+    if (r == "developer") r = "system";
+    if (r == "tool" || r == "function") throw unsupported(f + ".role", "The '" + r + "' role (tool calling)");
+    if (r != "system" && r != "user" && r != "assistant") {
+      throw invalid_value(f + ".role", "'" + r + "' is not one of 'system', 'developer', 'user', 'assistant'.");
+    }
+    if (field(m, "tool_calls") || field(m, "function_call")) throw unsupported(f + ".tool_calls", "Tool calling");
+    std::string content;
+    const json* c = field(m, "content");
+    if (!c) {
+      if (r != "assistant") throw ApiError(400, "Missing required parameter: '" + f + ".content'.", f + ".content", "missing_required_parameter");
+    } else if (c->is_string()) {
+      content = c->get<std::string>();
+    } else if (c->is_array()) {
+      for (size_t j = 0; j < c->size(); ++j) {
+        const json& part = (*c)[j];
+        const std::string pf = f + ".content[" + std::to_string(j) + "]";
+        if (!part.is_object()) throw invalid_type(pf, "an object", part);
+        const json* type = field(part, "type");
+        if (!type || !type->is_string()) throw ApiError(400, "Missing required parameter: '" + pf + ".type'.", pf + ".type", "missing_required_parameter");
+        if (type->get<std::string>() != "text") throw unsupported(pf + ".type", "Content of type '" + type->get<std::string>() + "'");
+        const json* text = field(part, "text");
+        if (!text || !text->is_string()) throw invalid_type(pf + ".text", "a string", text ? *text : json());
+        content += text->get<std::string>();
+      }
+    } else {
+      throw invalid_type(f + ".content", "a string or an array of content parts", *c);
+    }
+    out.push_back({r, std::move(content)});
+  }
+  return out;
+}
+
+CompletionJob parse_completion_request(const json& body, Endpoint ep, const ApiContext& ctx) {
+  CompletionJob job;
+  job.endpoint = ep;
+  const json* model = field(body, "model");
+  if (!model) throw ApiError(400, "Missing required parameter: 'model'.", "model", "missing_required_parameter");
+  if (!model->is_string()) throw invalid_type("model", "a string", *model);
+  if (model->get<std::string>() != ctx.model_id) {
+    throw ApiError(404, "The model '" + model->get<std::string>() + "' does not exist; this server serves '" + ctx.model_id + "'.",
+                   "model", "model_not_found");
+  }
+  const bool chat = ep == Endpoint::Chat;
+  job.n = static_cast<int>(get_int(body, "n", 1, 128).value_or(1));
+  job.stream = get_bool(body, "stream").value_or(false);
+  if (const json* so = field(body, "stream_options")) {
+    if (!job.stream) throw ApiError(400, "The 'stream_options' parameter is only allowed when 'stream' is enabled.", "stream_options", "invalid_value");
+    if (!so->is_object()) throw invalid_type("stream_options", "an object", *so);
+    job.include_usage = get_bool(*so, "include_usage").value_or(false);
+  }
+  parse_sampling(body, job.gen, ctx);
+  job.stop = parse_stop(body);
+
+  // Features this server does not have are refused, not silently ignored.
+  if (const json* lp = field(body, "logprobs"); lp && !(lp->is_boolean() ? !lp->get<bool>() : (is_integral(*lp) && lp->get<double>() == 0))) {
+    throw unsupported("logprobs", "Returning log probabilities ('logprobs')");
+  }
+  if (const json* tl = field(body, "top_logprobs"); tl && !(is_integral(*tl) && tl->get<double>() == 0)) {
+    throw unsupported("top_logprobs", "Returning log probabilities ('top_logprobs')");
+  }
+  if (const json* t = field(body, "tools"); t && !(t->is_array() && t->empty())) throw unsupported("tools", "Tool calling ('tools')");
+  if (const json* f = field(body, "functions"); f && !(f->is_array() && f->empty())) throw unsupported("functions", "Function calling ('functions')");
+  if (const json* rf = field(body, "response_format")) {
+    if (!rf->is_object()) throw invalid_type("response_format", "an object", *rf);
+    const json* type = field(*rf, "type");
+    if (type && !(type->is_string() && type->get<std::string>() == "text")) {
+      throw unsupported("response_format.type", "Structured output ('response_format' other than text)");
+    }
+  }
+  if (const json* s = field(body, "suffix"); s && !(s->is_string() && s->get<std::string>().empty())) {
+    throw unsupported("suffix", "Insertion ('suffix')");
+  }
+  if (auto bo = get_int(body, "best_of", 1, 128); bo && *bo != 1 && *bo != job.n) {
+    throw unsupported("best_of", "'best_of' other than 1 or n");
+  }
+  if (const json* u = field(body, "user"); u && !u->is_string()) throw invalid_type("user", "a string", *u);
+
+  bool echo = false;
+  if (chat) {
+    parse_chat(body, ctx, job);
+  } else {
+    echo = get_bool(body, "echo").value_or(false);
+    parse_prompts(body, ctx, echo, job);
+  }
+  if (job.prompts.size() * static_cast<size_t>(job.n) > ctx.max_choices) {
+    throw invalid_value("n", "this request asks for " + std::to_string(job.prompts.size() * job.n) +
+                                 " completions, but the server takes at most " + std::to_string(ctx.max_choices) + " at once.");
+  }
+
+  // Lengths against the context size.
+  const char* mt_key = chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  const auto max_tokens = get_int(body, mt_key, 0, INT32_MAX);
+  const char* prompt_key = chat ? "messages" : "prompt";
+  for (const auto& p : job.prompts) {
+    const int64_t np = static_cast<int64_t>(p.size());
+    if (np == 0) throw invalid_value(prompt_key, "the prompt is empty (it has no tokens).");
+    if (np >= ctx.ctx_size) {
+      throw ApiError(400, "This model's maximum context length is " + std::to_string(ctx.ctx_size) + " tokens, however your " +
+                     (chat ? "messages" : "prompt") + " resulted in " + std::to_string(np) + " tokens. Please reduce the length of the " +
+                     (chat ? "messages." : "prompt."), prompt_key, "context_length_exceeded");
+    }
+    int64_t m = max_tokens.value_or(chat ? ctx.ctx_size - np : std::min<int64_t>(16, ctx.ctx_size - np));
+    if (max_tokens && np + m > ctx.ctx_size) {
+      throw ApiError(400, "This model's maximum context length is " + std::to_string(ctx.ctx_size) + " tokens. However, you requested " +
+                     std::to_string(np + m) + " tokens (" + std::to_string(np) + " in the " + (chat ? "messages" : "prompt") + ", " +
+                     std::to_string(m) + " in the completion). Please reduce the length of the " + (chat ? "messages" : "prompt") +
+                     " or '" + mt_key + "'.", mt_key, "context_length_exceeded");
+    }
+    job.max_tokens.push_back(m);
+  }
+  return job;
+}
+
+}  // namespace sy
