@@ -1,7 +1,8 @@
 // Persistent worker threads. A parallel_for hands out task indices through one atomic
 // counter; the calling thread works too, so a pool of N threads uses N-1 workers.
-// Threads are created once (no per-op thread creation); between jobs they sleep on a
-// condition variable after a short spin.
+// Threads are created once (no per-op thread creation). Between jobs workers spin for a
+// short while (a forward step issues hundreds of small jobs back to back, and waking a
+// sleeping thread costs tens of microseconds), then sleep on a condition variable.
 #pragma once
 
 #include <atomic>
@@ -43,9 +44,9 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable wake_;
-  std::condition_variable done_;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
+  std::atomic<int> sleepers_{0};
 
   TaskFn fn_ = nullptr;
   void* ctx_ = nullptr;
