@@ -62,8 +62,12 @@ void ThreadPool::run(int64_t n_tasks, TaskFn fn, void* ctx) {
     wake_.notify_all();
   }
   work(0);
-  // Workers finish within the job's last task; spin rather than sleep.
-  while (active_.load(std::memory_order_acquire) != 0) SY_PAUSE();
+  // Workers finish within the job's last task: spin, but yield the core after a while in
+  // case a worker was preempted (an oversubscribed machine).
+  for (int polls = 0; active_.load(std::memory_order_acquire) != 0; ++polls) {
+    if (polls < 4096) SY_PAUSE();
+    else std::this_thread::yield();
+  }
 }
 
 void ThreadPool::worker_loop(int thread) {

@@ -21,12 +21,17 @@ void add_into(float* dst, const float* src, int64_t n) {
 
 }  // namespace
 
+RouterRules router_rules(const HParams& hp) {
+  RouterRules r;
+  r.n_expert = hp.n_expert;
+  r.k = hp.n_expert_used;
+  r.renormalize = hp.rules->renormalize_topk;
+  r.scale = hp.rules->scale_expert_weights ? hp.expert_weights_scale : 1.0f;
+  return r;
+}
+
 Forward::Forward(const Model& model, ThreadPool& pool, MoeOptions moe)
-    : model_(model), hp_(model.hparams()), pool_(pool), moe_opt_(moe) {
-  router_rules_.n_expert = hp_.n_expert;
-  router_rules_.k = hp_.n_expert_used;
-  router_rules_.renormalize = hp_.rules->renormalize_topk;
-  router_rules_.scale = hp_.rules->scale_expert_weights ? hp_.expert_weights_scale : 1.0f;
+    : model_(model), hp_(model.hparams()), pool_(pool), moe_opt_(moe), router_rules_(router_rules(hp_)) {
   moe_stats_.resize(hp_.n_layer);
 }
 

@@ -14,6 +14,9 @@
 
 namespace sy {
 
+// The router rules of a model family with these hyperparameters.
+RouterRules router_rules(const HParams& hp);
+
 class Forward {
  public:
   Forward(const Model& model, ThreadPool& pool, MoeOptions moe = {});

@@ -16,6 +16,16 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
   return m;
 }
 
+size_t Model::dense_weight_bytes() const {
+  size_t n = weights_.output.bytes() + weights_.output_norm.size() * sizeof(float);
+  for (const LayerWeights& l : weights_.layers) {
+    for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.router}) n += w->bytes();
+    n += l.dense.bytes() + l.shared_expert.bytes();
+    n += (l.attn_norm.size() + l.ffn_norm.size() + l.q_norm.size() + l.k_norm.size() + l.shared_gate.size()) * sizeof(float);
+  }
+  return n;
+}
+
 void Model::prepare_weights(ThreadPool& pool) {
   auto prep = [&](WeightMatrix& w) {
     if (w.empty()) return;

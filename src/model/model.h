@@ -24,6 +24,9 @@ class Model {
   const ModelWeights& weights() const { return weights_; }
   ExpertStore& experts() const { return *experts_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
+  // Bytes of the weights every step reads whatever the routing: attention, routers,
+  // dense FFNs, shared experts, norms and the output head.
+  size_t dense_weight_bytes() const;
 
  private:
   void prepare_weights(ThreadPool& pool);

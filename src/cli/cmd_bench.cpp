@@ -1,0 +1,60 @@
+// switchyard bench: bandwidth, prefill, decode per batch size, MoE gating comparison.
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include "base/error.h"
+#include "cli/common.h"
+#include "runtime/benchmark.h"
+
+namespace sy::cli {
+namespace {
+
+std::vector<int> parse_int_list(const std::string& s, const char* flag) {
+  std::vector<int> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      const int x = std::stoi(item, &used);
+      if (used != item.size() || x <= 0) throw std::invalid_argument(item);
+      v.push_back(x);
+    } catch (const std::exception&) {
+      throw Error(std::string(flag) + ": '" + item + "' is not a positive integer (expected a list like 1,8,16)");
+    }
+  }
+  if (v.empty()) throw Error(std::string(flag) + " needs at least one value");
+  return v;
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app) {
+  struct Args {
+    std::string model, batches = "1";
+    BenchOptions o;
+    bool json = false;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* c = app.add_subcommand("bench", "Memory bandwidth, prefill and decode speed, dynamic vs static MoE gating");
+  c->footer("Example: switchyard bench -m olmoe-q4_0.gguf --batch 1,8,16,32 --prompt 512 --gen 32 --json");
+  c->add_option("-m,--model", a->model, "GGUF model file")->required();
+  c->add_option("-t,--threads", a->o.threads, "Worker threads (default: all cores)")->check(CLI::Range(1, 1024));
+  c->add_option("--batch", a->batches, "Decode batch sizes, comma-separated (concurrent sequences)");
+  c->add_option("--prompt", a->o.prompt, "Prefill length in tokens (0 = skip)")->check(CLI::Range(0, 1 << 16));
+  c->add_option("--gen", a->o.gen, "Decode steps per batch size")->check(CLI::Range(1, 1 << 16));
+  c->add_option("--batch-prompt", a->o.batch_prompt, "Prompt tokens per sequence before batched decode")->check(CLI::Range(1, 1 << 16));
+  c->add_flag("--no-moe", a->o.skip_moe, "Skip the dynamic vs static gating comparison");
+  c->add_flag("--json", a->json, "Print the figures as JSON on stdout");
+  c->callback([a] {
+    a->o.batches = parse_int_list(a->batches, "--batch");
+    a->o.skip_prefill = a->o.prompt == 0;
+    auto model = Model::load(a->model);
+    auto log = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
+    const auto j = run_benchmark(*model, a->o, log);
+    if (a->json) std::printf("%s\n", j.dump(2).c_str());
+  });
+}
+
+}  // namespace sy::cli

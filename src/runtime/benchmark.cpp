@@ -1,0 +1,191 @@
+#include "runtime/benchmark.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+
+#include "kernels/cpu/packed.h"
+#include "kernels/cpu/dot.h"
+#include "kernels/cpu/stream_read.h"
+#include "model/forward.h"
+#include "runtime/sampler.h"
+
+namespace sy {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::vector<int32_t> random_tokens(int64_t n, int64_t n_vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(n_vocab - 1));
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = d(rng);
+  return t;
+}
+
+// Multiply-adds per token of one forward pass, excluding attention over the cache.
+double flops_per_token(const Model& m) {
+  const HParams& h = m.hparams();
+  double macs = static_cast<double>(h.n_embd) * h.n_vocab;
+  for (int il = 0; il < h.n_layer; ++il) {
+    macs += static_cast<double>(h.n_embd) * (h.q_dim() + h.k_dim() + h.v_dim() + int64_t{h.n_head} * h.head_dim_v);
+    if (h.layer_is_moe(il)) {
+      macs += static_cast<double>(h.n_embd) * h.n_expert;
+      macs += 3.0 * h.n_embd * h.n_ff_exp * h.n_expert_used;
+      if (h.rules->shared_expert) macs += 3.0 * h.n_embd * h.n_ff_shexp;
+    } else {
+      macs += 3.0 * h.n_embd * h.n_ff;
+    }
+  }
+  return 2.0 * macs;
+}
+
+double peak_rss_bytes() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) * 1024.0;
+}
+
+}  // namespace
+
+double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int passes) {
+  std::unique_ptr<uint8_t, decltype(&std::free)> buf(static_cast<uint8_t*>(std::aligned_alloc(4096, bytes)), &std::free);
+  std::memset(buf.get(), 1, bytes);  // fault every page in before timing
+  double best = 0;
+  for (int i = 0; i < passes; ++i) {
+    const auto t0 = Clock::now();
+    volatile uint64_t sink = cpu::stream_read(buf.get(), bytes, pool);
+    (void)sink;
+    best = std::max(best, bytes / seconds_since(t0) / 1e9);
+  }
+  return best;
+}
+
+nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
+                             const std::function<void(const std::string&)>& log) {
+  using nlohmann::json;
+  const HParams& h = model.hparams();
+  ThreadPool pool(opt.threads > 0 ? opt.threads : ThreadPool::default_threads());
+  json out;
+  out["model"] = {{"file", model.file().path()}, {"architecture", h.arch_name}, {"file_bytes", model.file().file_size()},
+                  {"n_layer", h.n_layer}, {"n_embd", h.n_embd}, {"n_expert", h.n_expert}, {"n_expert_used", h.n_expert_used}};
+  out["threads"] = pool.size();
+  out["kernels"] = {{"dot", cpu::dot_kernels().isa}, {"packed", cpu::packed_kernels().isa}};
+
+  log("measuring memory read bandwidth...");
+  ThreadPool one(1);
+  const double bw1 = measure_read_bandwidth(one, opt.bandwidth_bytes);
+  const double bw = measure_read_bandwidth(pool, opt.bandwidth_bytes);
+  out["bandwidth_gbps"] = {{"threads_1", bw1}, {"threads_all", bw}};
+  log("  read bandwidth: " + std::to_string(bw1) + " GB/s (1 thread), " + std::to_string(bw) + " GB/s (" + std::to_string(pool.size()) + " threads)");
+
+  const double flops_tok = flops_per_token(model);
+  const size_t dense_bytes = model.dense_weight_bytes();
+  out["dense_weight_bytes_per_step"] = dense_bytes;
+
+  if (!opt.skip_prefill && opt.prompt > 0) {
+    log("prefill of " + std::to_string(opt.prompt) + " tokens...");
+    Forward f(model, pool);
+    KvCache cache = f.make_cache(opt.prompt);
+    Batch b;
+    const auto toks = random_tokens(opt.prompt, h.n_vocab, 1);
+    for (int i = 0; i < opt.prompt; ++i) b.add(toks[i], i, 0, i == opt.prompt - 1);
+    std::vector<float> logits;
+    f.run(b, cache, logits);  // warm-up: page faults, buffers
+    cache.release(0);
+    const auto t0 = Clock::now();
+    f.run(b, cache, logits);
+    const double s = seconds_since(t0);
+    out["prefill"] = {{"tokens", opt.prompt}, {"seconds", s}, {"tokens_per_s", opt.prompt / s},
+                      {"gflops", flops_tok * opt.prompt / s / 1e9}};
+    log("  prefill: " + std::to_string(opt.prompt / s) + " tokens/s, " + std::to_string(flops_tok * opt.prompt / s / 1e9) + " GFLOP/s");
+  }
+
+  for (int B : opt.batches) {
+    log("decode with " + std::to_string(B) + " sequence(s)...");
+    Forward f(model, pool);
+    KvCache cache = f.make_cache(opt.batch_prompt + opt.gen + 1, B);
+    std::vector<float> logits;
+    Batch b;
+    // Prompts (not timed), one sequence at a time.
+    std::vector<int32_t> next(B);
+    for (int s = 0; s < B; ++s) {
+      b.clear();
+      const auto toks = random_tokens(opt.batch_prompt, h.n_vocab, 100 + s);
+      for (int i = 0; i < opt.batch_prompt; ++i) b.add(toks[i], i, s, i == opt.batch_prompt - 1);
+      f.run(b, cache, logits);
+      next[s] = argmax(logits.data(), h.n_vocab);
+    }
+    double expert_bytes = 0, active = 0;
+    const auto t0 = Clock::now();
+    for (int step = 0; step < opt.gen; ++step) {
+      b.clear();
+      for (int s = 0; s < B; ++s) b.add(next[s], opt.batch_prompt + step, s, true);
+      f.run(b, cache, logits);
+      for (int s = 0; s < B; ++s) next[s] = argmax(logits.data() + static_cast<size_t>(s) * h.n_vocab, h.n_vocab);
+      for (const MoeStepStats& st : f.moe_stats()) {
+        expert_bytes += static_cast<double>(st.expert_bytes_read);
+        active += static_cast<double>(st.active_experts);
+      }
+    }
+    const double s = seconds_since(t0);
+    const double bytes_per_step = expert_bytes / opt.gen + static_cast<double>(dense_bytes);
+    const double gbps = bytes_per_step * opt.gen / s / 1e9;
+    const int moe_layers = h.n_layer - h.n_layer_dense_lead;
+    json row = {{"batch", B}, {"steps", opt.gen}, {"seconds", s}, {"tokens_per_s", B * opt.gen / s},
+                {"steps_per_s", opt.gen / s}, {"bytes_per_step", bytes_per_step},
+                {"active_experts_per_moe_layer", h.is_moe() ? active / opt.gen / moe_layers : 0.0},
+                {"achieved_gbps", gbps}, {"percent_of_bandwidth", 100.0 * gbps / bw}};
+    out["decode"].push_back(row);
+    log("  batch " + std::to_string(B) + ": " + std::to_string(B * opt.gen / s) + " tokens/s, " +
+        std::to_string(bytes_per_step / 1e9) + " GB touched per step, " + std::to_string(gbps) + " GB/s (" +
+        std::to_string(100.0 * gbps / bw) + "% of measured bandwidth)");
+  }
+
+  if (!opt.skip_moe && h.is_moe()) {
+    // One MoE layer on the same hidden states with each gating mode.
+    const int layer = h.n_layer_dense_lead;
+    const int64_t n = opt.prompt > 0 ? opt.prompt : 512;
+    log("MoE layer " + std::to_string(layer) + " on " + std::to_string(n) + " tokens: dynamic vs static gating...");
+    std::vector<float> x(static_cast<size_t>(n * h.n_embd)), y(x.size());
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (auto& v : x) v = nd(rng);
+    const RouterRules rules = router_rules(h);
+    const WeightMatrix& router = model.weights().layers[layer].router;
+    auto time_mode = [&](MoeOptions mo, MoeStepStats& st) {
+      MoeLayer moe;
+      st = moe.forward(x.data(), n, h.n_embd, router, rules, model.experts(), layer, mo, y.data(), h.n_embd, pool);
+      double best = 1e30;
+      for (int r = 0; r < 3; ++r) {
+        const auto t0 = Clock::now();
+        st = moe.forward(x.data(), n, h.n_embd, router, rules, model.experts(), layer, mo, y.data(), h.n_embd, pool);
+        best = std::min(best, seconds_since(t0));
+      }
+      return best;
+    };
+    MoeStepStats st;
+    const double dyn = time_mode({GatingMode::Dynamic, 1.0}, st);
+    json moe = {{"layer", layer}, {"tokens", n}, {"n_expert", h.n_expert}, {"k", h.n_expert_used},
+                {"dynamic", {{"seconds", dyn}, {"rows_computed", st.rows_computed}, {"active_experts", st.active_experts}}}};
+    log("  dynamic: " + std::to_string(dyn * 1e3) + " ms (" + std::to_string(st.rows_computed) + " expert rows)");
+    for (double cf : opt.capacity_factors) {
+      const double t = time_mode({GatingMode::Static, cf}, st);
+      moe["static"].push_back({{"capacity_factor", cf}, {"seconds", t}, {"rows_computed", st.rows_computed},
+                               {"dropped", st.dropped}, {"dynamic_speedup", t / dyn}});
+      log("  static cf " + std::to_string(cf) + ": " + std::to_string(t * 1e3) + " ms (" + std::to_string(st.rows_computed) +
+          " rows incl. padding, " + std::to_string(st.dropped) + " assignments dropped), dynamic is " + std::to_string(t / dyn) + "x faster");
+    }
+    out["moe_layer"] = moe;
+  }
+  out["peak_rss_bytes"] = peak_rss_bytes();
+  return out;
+}
+
+}  // namespace sy

@@ -1,0 +1,37 @@
+// `switchyard bench`: this machine's memory read bandwidth, then prefill and decode speed
+// of a model with the exact weight bytes each decode step touched (from the dispatch
+// plans), and the MoE layer with dynamic versus static gating on the same tokens.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/model.h"
+
+namespace sy {
+
+struct BenchOptions {
+  std::vector<int> batches = {1};  // decode batch sizes (concurrent sequences)
+  int prompt = 512;                // prefill length
+  int gen = 32;                    // decode steps per batch size
+  int batch_prompt = 128;          // prompt of each sequence before batched decode
+  int threads = 0;
+  size_t bandwidth_bytes = size_t{1} << 30;
+  std::vector<double> capacity_factors = {1.0, 2.0};
+  bool skip_prefill = false;
+  bool skip_moe = false;
+};
+
+// Multi-threaded read bandwidth (GB/s) of a buffer far larger than the last-level cache,
+// best of several passes.
+double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int passes = 5);
+
+// Runs everything and returns the figures as JSON; `log` gets progress lines.
+nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
+                             const std::function<void(const std::string&)>& log);
+
+}  // namespace sy
