@@ -47,10 +47,19 @@ HParams HParams::from_gguf(const GgufFile& f) {
 
   h.n_expert = get_or("expert_count", 0);
   h.n_expert_used = get_or("expert_used_count", 0);
-  h.n_ff_exp = get_or("expert_feed_forward_length", h.n_ff);
-  h.n_expert_shared = get_or("expert_shared_count", h.rules->shared_expert ? 1 : 0);
-  h.n_ff_shexp = get_or("expert_shared_feed_forward_length", h.n_ff_exp * h.n_expert_shared);
-  h.n_layer_dense_lead = get_or("leading_dense_block_count", 0);
+  if (h.rules->arch == Arch::Deepseek) {
+    // DeepSeek-MoE sizes its shared experts as n_expert_shared routed-expert widths, and
+    // llama.cpp requires these keys.
+    h.n_ff_exp = get("expert_feed_forward_length");
+    h.n_expert_shared = get("expert_shared_count");
+    h.n_ff_shexp = h.n_ff_exp * h.n_expert_shared;
+    h.n_layer_dense_lead = get("leading_dense_block_count");
+  } else {
+    h.n_ff_exp = get_or("expert_feed_forward_length", h.n_ff);
+    h.n_expert_shared = get_or("expert_shared_count", h.rules->shared_expert ? 1 : 0);
+    h.n_ff_shexp = get_or("expert_shared_feed_forward_length", h.n_ff_exp * h.n_expert_shared);
+    h.n_layer_dense_lead = get_or("leading_dense_block_count", 0);
+  }
   h.expert_weights_scale = static_cast<float>(f.get_float(a + "expert_weights_scale", 1.0));
   if (h.rules->requires_experts) check(f, h.n_expert > 0, h.arch_name + " is a mixture-of-experts family but " + a + "expert_count is missing or 0");
   if (h.n_expert > 0) {
