@@ -1,0 +1,117 @@
+// Google Benchmark micro-benchmarks of the CPU kernels. Matrix benchmarks stream a weight
+// far larger than the caches, so bytes/s is the memory-side rate a decode step sees.
+//   build/bench_kernels --benchmark_filter=Matmul
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "base/weight_arena.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quantize.h"
+#include "kernels/cpu/weight_prep.h"
+
+namespace sy::cpu {
+namespace {
+
+struct Fixture {
+  std::vector<uint8_t> bytes;
+  WeightMatrix w;
+};
+
+// A cols x rows weight of the given type with realistic values, prepared as the engine does.
+const WeightMatrix& weight(DType t, int64_t rows, int64_t cols, ThreadPool& pool) {
+  static std::vector<std::unique_ptr<Fixture>> cache;
+  static WeightArena arena;
+  for (auto& f : cache) {
+    if (f->w.dtype == t && f->w.rows == rows && f->w.cols == cols) return f->w;
+  }
+  auto f = std::make_unique<Fixture>();
+  f->bytes.resize(dtype_row_bytes(t, cols) * rows);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0.0f, 0.02f);
+  std::vector<float> row(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : row) v = nd(rng);
+    quantize_row(t, row.data(), f->bytes.data() + r * dtype_row_bytes(t, cols), cols);
+  }
+  f->w = prepare_weight(WeightMatrix{t, rows, cols, f->bytes.data(), "bench"}, arena, pool);
+  cache.push_back(std::move(f));
+  return cache.back()->w;
+}
+
+void BM_Matmul(benchmark::State& state) {
+  const auto t = static_cast<DType>(state.range(0));
+  const int64_t tokens = state.range(1);
+  const int64_t cols = 2048, rows = 64 * 1024;  // 128M weights: far beyond the LLC
+  ThreadPool pool(static_cast<int>(state.range(2)));
+  const WeightMatrix& w = weight(t, rows, cols, pool);
+  std::vector<float> x(tokens * cols, 0.1f), y(tokens * rows);
+  MatmulScratch scratch;
+  for (auto _ : state) {
+    matmul(w, {x.data(), tokens, cols}, {y.data(), rows}, pool, scratch);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * w.bytes()));
+  state.counters["GOPS"] = benchmark::Counter(2.0 * rows * cols * tokens * state.iterations(), benchmark::Counter::kIsRate);
+  state.SetLabel(dtype_name(t) + (w.packed ? " packed" : ""));
+}
+BENCHMARK(BM_Matmul)
+    ->ArgsProduct({{int(DType::Q4_0), int(DType::Q8_0), int(DType::F16), int(DType::BF16)}, {1, 8, 32}, {1, 2}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+void BM_QuantizeActivations(benchmark::State& state) {
+  const int64_t cols = 2048, n = state.range(0);
+  std::vector<float> x(n * cols, 0.3f);
+  PackedActivations a;
+  for (auto _ : state) {
+    a.quantize(x.data(), n, cols, cols);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_QuantizeActivations)->Arg(1)->Arg(32);
+
+void BM_RmsNorm(benchmark::State& state) {
+  std::vector<float> x(2048, 0.5f), w(2048, 1.0f), y(2048);
+  for (auto _ : state) {
+    rms_norm(x.data(), w.data(), 2048, 1e-5f, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+}
+BENCHMARK(BM_RmsNorm);
+
+void BM_Rope(benchmark::State& state) {
+  std::vector<float> q(16 * 128, 0.5f);
+  RopeParams p{RopeType::Neox, 128, 10000.0f, 1.0f};
+  for (auto _ : state) {
+    rope(q.data(), 16, 128, 77, p);
+    benchmark::DoNotOptimize(q.data());
+  }
+}
+BENCHMARK(BM_Rope);
+
+void BM_Attention(benchmark::State& state) {
+  const int64_t ctx = state.range(0);
+  const AttentionShape s{16, 16, 128, 128, 0.088f};
+  const int64_t dim = 16 * 128;
+  std::vector<float> k(ctx * dim, 0.01f), v(ctx * dim, 0.02f), q(dim, 0.3f), out(dim), scores;
+  const float* kb[] = {k.data()};
+  const float* vb[] = {v.data()};
+  const KvView kv{kb, vb, ctx, dim, dim};
+  const int32_t pos = static_cast<int32_t>(ctx - 1);
+  ThreadPool pool(2);
+  for (auto _ : state) {
+    attention(q.data(), dim, 1, &pos, kv, s, out.data(), dim, pool, scores);
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+BENCHMARK(BM_Attention)->Arg(128)->Arg(1024);
+
+}  // namespace
+}  // namespace sy::cpu
+
+BENCHMARK_MAIN();
