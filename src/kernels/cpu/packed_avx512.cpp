@@ -16,15 +16,17 @@ namespace {
 // The 8 quant vectors of one group, as u8 ready for vpdpbusd: pair p uses w[2p] against
 // x[A 0..15 | B 0..15] and w[2p + 1] against x[A 16..31 | B 16..31].
 template <DType T>
-SY_VNNI inline void load_group(const uint8_t* g, __m256i w[8]) {
+SY_VNNI __attribute__((always_inline)) inline void load_group(const uint8_t* g, __m256i w[8]) {
   if constexpr (T == DType::Q4_0) {
     const __m256i low4 = _mm256_set1_epi8(0x0f);
+#pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 16 + 32 * p));
       w[2 * p] = _mm256_and_si256(v, low4);
       w[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
     }
   } else {
+#pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) w[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 16 + 32 * i));
   }
 }
@@ -32,9 +34,10 @@ SY_VNNI inline void load_group(const uint8_t* g, __m256i w[8]) {
 // Sum of the 8 block dot products of one group with one activation group, scaled:
 // acc += (d_w * d_x) * (sum(u * x) - bias * sum(x)), lanes in kLaneBlock order.
 template <DType T>
-SY_VNNI inline __m256 group_dot(const __m256i w[8], __m256 dw, const int8_t* xq, const float* xd,
+SY_VNNI __attribute__((always_inline)) inline __m256 group_dot(const __m256i w[8], __m256 dw, const int8_t* xq, const float* xd,
                                 const int32_t* xs, __m256 acc) {
   __m256i a[4];
+#pragma GCC unroll 4
   for (int p = 0; p < 4; ++p) {
     const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 64 * p));
     const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 64 * p + 32));
@@ -66,16 +69,21 @@ SY_VNNI void tile(const uint8_t* w, size_t row_bytes, int64_t cols, int64_t r0, 
   const DotKernels& k = dot_kernels();
   for (int64_t r = r0; r < r1; r += NR) {
     __m256 acc[NR][NT];
+#pragma GCC unroll 8
     for (int i = 0; i < NR; ++i)
+#pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) acc[i][t] = _mm256_setzero_ps();
     for (int64_t g = 0; g < groups; ++g) {
+#pragma GCC unroll 8
       for (int i = 0; i < NR; ++i) {
         const uint8_t* grp = w + (r + i) * row_bytes + g * gb;
         // Prefetch every cache line of the group ~2 KiB ahead: rows are streamed once.
+#pragma GCC unroll 8
         for (int64_t off = 0; off < gb; off += 64) _mm_prefetch(reinterpret_cast<const char*>(grp + 2048 + off), _MM_HINT_T0);
         __m256i wq[8];
         load_group<T>(grp, wq);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(grp)));
+#pragma GCC unroll 8
         for (int t = 0; t < NT; ++t) {
           acc[i][t] = group_dot<T>(wq, dw, x.q(t0 + t) + g * kGroupValues, x.d(t0 + t) + g * kGroupBlocks,
                                    x.sum(t0 + t) + g * kGroupBlocks, acc[i][t]);
