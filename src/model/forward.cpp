@@ -150,6 +150,7 @@ void Forward::run(const Batch& b, KvCache& cache, std::vector<float>& logits) {
   }
   logits.resize(static_cast<size_t>(n_out * hp_.n_vocab));
   cpu::matmul(model_.weights().output, {h_.data(), n_out, d}, {logits.data(), hp_.n_vocab}, pool_, scratch_);
+  if (moe_opt_.observer) moe_opt_.observer->on_step_end();
 }
 
 }  // namespace sy

@@ -30,6 +30,8 @@ class Forward {
   // Per MoE layer, what the last step did (empty entries for dense layers).
   const std::vector<MoeStepStats>& moe_stats() const { return moe_stats_; }
   const MoeLayer& moe_layer() const { return moe_; }
+  // Routing decisions of every later step go to `observer` (null: none).
+  void set_routing_observer(RoutingObserver* observer) { moe_opt_.observer = observer; }
 
  private:
   void attention_block(int il, const Batch& b, KvCache& cache);

@@ -22,6 +22,8 @@ MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const Weig
     build_static_plan(routing_, n_expert, opt.capacity_factor, plan_);
   }
 
+  if (opt.observer) opt.observer->on_routing(layer, routing_, plan_);
+
   // Gather: row r of the gathered block is its source token's row (zeros for padding).
   const int64_t rows = plan_.n_rows();
   gathered_.resize(static_cast<size_t>(rows * d));

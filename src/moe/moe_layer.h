@@ -9,6 +9,7 @@
 #include "experts/expert_store.h"
 #include "experts/grouped_ffn.h"
 #include "moe/dispatch_plan.h"
+#include "moe/routing_observer.h"
 
 namespace sy {
 
@@ -17,6 +18,7 @@ enum class GatingMode { Dynamic, Static };
 struct MoeOptions {
   GatingMode gating = GatingMode::Dynamic;
   double capacity_factor = 1.0;  // static gating only
+  RoutingObserver* observer = nullptr;  // not owned; may be null
 };
 
 // What one MoE layer call did, for traces and benchmarks.
