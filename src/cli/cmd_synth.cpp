@@ -1,4 +1,6 @@
 // switchyard synth: random-weight GGUF models of real shapes, for benchmarks.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -11,29 +13,38 @@
 namespace sy::cli {
 namespace {
 
-// One line on stderr redrawn as the percentage changes: bar, percent, bytes, speed.
+// Progress on stderr: one line redrawn as the percentage changes on a terminal, a line
+// every 10% otherwise (logs of benchmark scripts).
 class ProgressBar {
  public:
   void update(uint64_t done, uint64_t total) {
     const int pct = total ? static_cast<int>(done * 100 / total) : 100;
-    if (pct == last_pct_) return;
+    if (pct == last_pct_ || (!tty_ && pct / 10 == last_pct_ / 10)) return;
     last_pct_ = pct;
     const double s = seconds();
     constexpr int kWidth = 40;
     char bar[kWidth + 1];
     for (int i = 0; i < kWidth; ++i) bar[i] = i < pct * kWidth / 100 ? '#' : '.';
     bar[kWidth] = '\0';
-    std::fprintf(stderr, "\r[%s] %3d%%  %.2f / %.2f GB  %.0f MB/s ", bar, pct, done / 1e9, total / 1e9,
-                 s > 0 ? done / 1e6 / s : 0.0);
-    if (done >= total) std::fprintf(stderr, "\n");
+    std::fprintf(stderr, "%s[%s] %3d%%  %.2f / %.2f GB  %.0f MB/s%s", tty_ ? "\r" : "", bar, pct, done / 1e9,
+                 total / 1e9, s > 0 ? done / 1e6 / s : 0.0, tty_ && done < total ? " " : "\n");
     std::fflush(stderr);
   }
-  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
 
  private:
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  bool tty_ = isatty(fileno(stderr)) != 0;
   int last_pct_ = -1;
 };
+
+std::string count(double n) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, n >= 1e9 ? "%.2fB" : "%.2fM", n >= 1e9 ? n / 1e9 : n / 1e6);
+  return buf;
+}
 
 bool all_digits(const std::string& s) {
   return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
@@ -55,16 +66,20 @@ void add_synth(CLI::App& app) {
     uint64_t seed = 0;
     double skew = 0.0;
     int threads = 0;
-    int64_t layers = 0, experts = 0, used = 0, embd = 0, ff = 0, ff_shared = 0, heads = 0, heads_kv = 0, ctx = 0,
-            vocab_size = 0;
+    int64_t layers = 0, experts = 0, used = 0, embd = 0, ff = 0, ff_shared = 0, heads = 0, heads_kv = 0,
+            ctx = 0, vocab_size = 0;
     bool no_progress = false;
   };
   auto a = std::make_shared<Args>();
-  CLI::App* c = app.add_subcommand("synth", "Write a random-weight GGUF model of a real shape (llama.cpp loads it too), for benchmarks");
+  CLI::App* c = app.add_subcommand(
+      "synth", "Write a random-weight GGUF model of a real shape (llama.cpp loads it too), for benchmarks");
   c->footer(preset_list() +
-            "\nWeights: --type applies to every 2-D/3-D weight (token_embd and output included); routers (ffn_gate_inp*)\n"
-            "and 1-D tensors (norms, biases) are always F32. Without --vocab FILE the file gets a synthesized byte-level\n"
-            "BPE vocabulary (gpt2, pre-tokenizer default); a vocabulary from FILE is padded with <|pad_N|> tokens or\n"
+            "\nWeights: --type applies to every 2-D/3-D weight (token_embd and output included); routers "
+            "(ffn_gate_inp*)\n"
+            "and 1-D tensors (norms, biases) are always F32. Without --vocab FILE the file gets a "
+            "synthesized byte-level\n"
+            "BPE vocabulary (gpt2, pre-tokenizer default); a vocabulary from FILE is padded with <|pad_N|> "
+            "tokens or\n"
             "truncated to the model's vocabulary size.\n\n"
             "Example: switchyard synth --preset olmoe-1b-7b --type q4_0 --router-skew 1 -o olmoe-q4_0.gguf\n"
             "         switchyard synth --preset tiny --arch qwen2moe --experts 16 --type q8_0 -o tiny.gguf");
@@ -75,16 +90,19 @@ void add_synth(CLI::App& app) {
   c->add_option("--type", a->type, "Weight type: f32, f16 (default), bf16, q8_0, q4_0");
   c->add_option("--seed", a->seed, "Random seed; the same seed gives the same file (default 0)");
   c->add_option("--router-skew", a->skew,
-                "Make a few experts hot in every layer: the expert of rank j gets about 2*S/(j+1) std more router logit "
+                "Make a few experts hot in every layer: the expert of rank j gets about 2*S/(j+1) std more "
+                "router logit "
                 "(0 = uniform routing, default)")
       ->check(CLI::NonNegativeNumber);
   c->add_option("--name", a->name, "general.name (default: the preset name)");
-  c->add_option("-t,--threads", a->threads, "Worker threads (default: all cores)")->check(CLI::Range(1, 1024));
+  c->add_option("-t,--threads", a->threads, "Worker threads (default: all cores)")
+      ->check(CLI::Range(1, 1024));
   c->add_flag("--no-progress", a->no_progress, "No progress bar");
   // Shape overrides (the preset's value otherwise).
   c->add_option("--arch", a->arch, "general.architecture: llama, olmoe, qwen2moe, qwen3moe");
   CLI::Option* layers = c->add_option("--layers", a->layers, "Number of layers");
-  CLI::Option* experts = c->add_option("--experts", a->experts, "Routed experts per layer (llama: 0 = dense)");
+  CLI::Option* experts =
+      c->add_option("--experts", a->experts, "Routed experts per layer (llama: 0 = dense)");
   CLI::Option* used = c->add_option("--experts-used", a->used, "Experts per token (top-k)");
   CLI::Option* embd = c->add_option("--embd", a->embd, "Embedding width");
   CLI::Option* ff = c->add_option("--ff", a->ff, "Expert FFN width (the dense FFN width without experts)");
@@ -93,7 +111,8 @@ void add_synth(CLI::App& app) {
   CLI::Option* heads_kv = c->add_option("--heads-kv", a->heads_kv, "KV heads");
   CLI::Option* ctx = c->add_option("--ctx", a->ctx, "<arch>.context_length");
   c->add_option("--vocab", a->vocab, "Vocabulary size N, or a GGUF FILE whose tokenizer.* keys are copied");
-  CLI::Option* vocab_size = c->add_option("--vocab-size", a->vocab_size, "Vocabulary size (with --vocab FILE)");
+  CLI::Option* vocab_size =
+      c->add_option("--vocab-size", a->vocab_size, "Vocabulary size (with --vocab FILE)");
 
   c->callback([=] {
     const SynthPreset& preset = synth_preset(a->preset);
@@ -110,7 +129,8 @@ void add_synth(CLI::App& app) {
     SynthShape& s = o.shape;
     auto set_int = [](CLI::Option* opt, int& field, int64_t v, const char* flag) {
       if (opt->count() == 0) return;
-      if (v < 0 || v > (int64_t{1} << 30)) throw Error(std::string(flag) + " " + std::to_string(v) + " is out of range");
+      if (v < 0 || v > (int64_t{1} << 30))
+        throw Error(std::string(flag) + " " + std::to_string(v) + " is out of range");
       field = static_cast<int>(v);
     };
     auto set_i64 = [](CLI::Option* opt, int64_t& field, int64_t v) {
@@ -128,7 +148,8 @@ void add_synth(CLI::App& app) {
     set_i64(ff_shared, s.n_ff_shexp, a->ff_shared);
     set_i64(ctx, s.n_ctx, a->ctx);
     if (all_digits(a->vocab)) {
-      if (vocab_size->count() > 0) throw Error("--vocab " + a->vocab + " and --vocab-size both give the vocabulary size; use one");
+      if (vocab_size->count() > 0)
+        throw Error("--vocab " + a->vocab + " and --vocab-size both give the vocabulary size; use one");
       s.n_vocab = std::stoll(a->vocab);
     } else {
       o.vocab_file = a->vocab;
@@ -142,8 +163,9 @@ void add_synth(CLI::App& app) {
     if (!a->no_progress) progress = [&bar](uint64_t done, uint64_t total) { bar.update(done, total); };
     const SynthStats st = write_synth_model(a->output, o, pool, progress);
     const double secs = bar.seconds();
-    std::printf("wrote %s: %s %s, %zu tensors, %.2fB parameters, %.2f GB in %.1f s (%.0f MB/s)\n", a->output.c_str(),
-                s.arch.c_str(), dtype_name(o.type).c_str(), st.n_tensors, st.n_params / 1e9, st.file_bytes / 1e9, secs,
+    std::printf("wrote %s: %s %s, %zu tensors, %s parameters, %.3f GB in %.1f s (%.0f MB/s)\n",
+                a->output.c_str(), s.arch.c_str(), dtype_name(o.type).c_str(), st.n_tensors,
+                count(double(st.n_params)).c_str(), st.file_bytes / 1e9, secs,
                 secs > 0 ? st.file_bytes / 1e6 / secs : 0.0);
   });
 }

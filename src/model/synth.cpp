@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <set>
 #include <unordered_set>
 
 #include "base/error.h"
@@ -35,7 +34,8 @@ inline uint64_t mix64(uint64_t z) {
 // and scaled (Irwin-Hall, n = 4). Integer arithmetic only, so the same on every machine.
 inline float gauss(uint64_t key, uint64_t i) {
   const uint64_t h = mix64(key + i * 0x9e3779b97f4a7c15ULL);
-  const int64_t s = static_cast<int64_t>((h & 0xffff) + ((h >> 16) & 0xffff) + ((h >> 32) & 0xffff) + (h >> 48));
+  const int64_t s =
+      static_cast<int64_t>((h & 0xffff) + ((h >> 16) & 0xffff) + ((h >> 32) & 0xffff) + (h >> 48));
   constexpr float kScale = 2.6429e-5f;  // 1 / sqrt(4 * (65536^2 - 1) / 12)
   return static_cast<float>(s - 131070) * kScale;
 }
@@ -48,29 +48,30 @@ uint64_t key_of(uint64_t seed, const std::string& what) {
 
 // ---- presets and validation -------------------------------------------------------------
 
-SynthShape shape(const char* arch, int64_t vocab, int64_t ctx, int64_t embd, int layers, int heads, int heads_kv,
-                 int head_dim, int experts, int used, int64_t ff, int64_t ff_shexp, float eps, float rope) {
-  return SynthShape{arch, vocab, ctx, embd, layers, heads, heads_kv, head_dim, experts, used, ff, ff_shexp, eps, rope};
+SynthShape shape(const char* arch, int64_t vocab, int64_t ctx, int64_t embd, int layers, int heads,
+                 int heads_kv, int head_dim, int experts, int used, int64_t ff, int64_t ff_shexp, float eps,
+                 float rope) {
+  return SynthShape{arch,     vocab,   ctx,  embd, layers,   heads, heads_kv,
+                    head_dim, experts, used, ff,   ff_shexp, eps,   rope};
 }
 
-bool is_quantized(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+bool is_quantized(DType t) {
+  return t == DType::Q8_0 || t == DType::Q4_0;
+}
 
-uint32_t file_type(DType t) {  // llama_ftype
-  switch (t) {
-    case DType::F32: return 0;
-    case DType::F16: return 1;
-    case DType::Q4_0: return 2;
-    case DType::Q8_0: return 7;
-    case DType::BF16: return 32;
-  }
-  return 0;
+// general.file_type (llama_ftype): F32, F16 and Q4_0 share their tensor type numbers.
+uint32_t file_type(DType t) {
+  if (t == DType::Q8_0) return 7;
+  if (t == DType::BF16) return 32;
+  return static_cast<uint32_t>(t);
 }
 
 // ---- the tensors ---------------------------------------------------------------------------
 
-// Router: normal rows made orthogonal to the shared direction u, then given the layer's
-// component along u per expert (none when layer < 0).
-enum class Init { Ones, Normal, Embedding, Router };
+// Reader: normal rows made orthogonal to the shared direction u (so no layer but the
+// routers sees it and it passes through the residual stream unchanged), plus, for the
+// router of layer `layer`, each expert's component along u.
+enum class Init { Ones, Normal, Embedding, Reader };
 
 struct Planned {
   SynthTensor t;
@@ -84,20 +85,23 @@ std::vector<Planned> plan(const SynthOptions& o) {
   const DType T = o.type;
   const int64_t d = s.n_embd;
   const bool moe = s.n_expert > 0;
-  auto reader = [](int64_t fan_in) { return static_cast<float>(1.0 / std::sqrt(double(fan_in))); };
+  const float rd = static_cast<float>(1.0 / std::sqrt(double(d)));  // readers: rows of n_embd
   // Writers add to the residual: scaled down by depth so it grows to at most ~sqrt(2) x.
-  auto writer = [&](int64_t fan_in) { return static_cast<float>(1.0 / std::sqrt(double(fan_in) * 2 * s.n_layer)); };
+  auto writer = [&](int64_t fan_in) {
+    return static_cast<float>(1.0 / std::sqrt(double(fan_in) * 2 * s.n_layer));
+  };
   std::vector<Planned> p;
-  auto add = [&](std::string name, DType type, std::vector<int64_t> shape, Init init, float sd = 0, int layer = -1) {
+  auto add = [&](std::string name, DType type, std::vector<int64_t> shape, Init init, float sd = 0,
+                 int layer = -1) {
     p.push_back({{std::move(name), type, std::move(shape)}, init, sd, layer});
   };
   add("token_embd.weight", T, {d, s.n_vocab}, Init::Embedding);
   for (int il = 0; il < s.n_layer; ++il) {
     const std::string b = "blk." + std::to_string(il) + ".";
     add(b + "attn_norm.weight", DType::F32, {d}, Init::Ones);
-    add(b + "attn_q.weight", T, {d, s.q_dim()}, Init::Normal, reader(d));
-    add(b + "attn_k.weight", T, {d, s.kv_dim()}, Init::Normal, reader(d));
-    add(b + "attn_v.weight", T, {d, s.kv_dim()}, Init::Normal, reader(d));
+    add(b + "attn_q.weight", T, {d, s.q_dim()}, Init::Reader, rd);
+    add(b + "attn_k.weight", T, {d, s.kv_dim()}, Init::Reader, rd);
+    add(b + "attn_v.weight", T, {d, s.kv_dim()}, Init::Reader, rd);
     if (s.arch == "qwen2moe") {
       add(b + "attn_q.bias", DType::F32, {s.q_dim()}, Init::Normal, 0.02f);
       add(b + "attn_k.bias", DType::F32, {s.kv_dim()}, Init::Normal, 0.02f);
@@ -113,25 +117,24 @@ std::vector<Planned> plan(const SynthOptions& o) {
     }
     add(b + "ffn_norm.weight", DType::F32, {d}, Init::Ones);
     if (moe) {
-      add(b + "ffn_gate_inp.weight", DType::F32, {d, s.n_expert}, Init::Router, reader(d), il);
-      add(b + "ffn_gate_exps.weight", T, {d, s.n_ff, s.n_expert}, Init::Normal, reader(d));
-      add(b + "ffn_up_exps.weight", T, {d, s.n_ff, s.n_expert}, Init::Normal, reader(d));
+      add(b + "ffn_gate_inp.weight", DType::F32, {d, s.n_expert}, Init::Reader, rd, il);
+      add(b + "ffn_gate_exps.weight", T, {d, s.n_ff, s.n_expert}, Init::Reader, rd);
+      add(b + "ffn_up_exps.weight", T, {d, s.n_ff, s.n_expert}, Init::Reader, rd);
       add(b + "ffn_down_exps.weight", T, {s.n_ff, d, s.n_expert}, Init::Normal, writer(s.n_ff));
       if (s.arch == "qwen2moe") {
-        add(b + "ffn_gate_inp_shexp.weight", DType::F32, {d}, Init::Normal, reader(d));
-        add(b + "ffn_gate_shexp.weight", T, {d, s.n_ff_shexp}, Init::Normal, reader(d));
-        add(b + "ffn_up_shexp.weight", T, {d, s.n_ff_shexp}, Init::Normal, reader(d));
+        add(b + "ffn_gate_inp_shexp.weight", DType::F32, {d}, Init::Reader, rd);
+        add(b + "ffn_gate_shexp.weight", T, {d, s.n_ff_shexp}, Init::Reader, rd);
+        add(b + "ffn_up_shexp.weight", T, {d, s.n_ff_shexp}, Init::Reader, rd);
         add(b + "ffn_down_shexp.weight", T, {s.n_ff_shexp, d}, Init::Normal, writer(s.n_ff_shexp));
       }
     } else {
-      add(b + "ffn_gate.weight", T, {d, s.n_ff}, Init::Normal, reader(d));
-      add(b + "ffn_up.weight", T, {d, s.n_ff}, Init::Normal, reader(d));
+      add(b + "ffn_gate.weight", T, {d, s.n_ff}, Init::Reader, rd);
+      add(b + "ffn_up.weight", T, {d, s.n_ff}, Init::Reader, rd);
       add(b + "ffn_down.weight", T, {s.n_ff, d}, Init::Normal, writer(s.n_ff));
     }
   }
   add("output_norm.weight", DType::F32, {d}, Init::Ones);
-  // Orthogonal to u like the routers, so that the shared component favours no token.
-  add("output.weight", T, {d, s.n_vocab}, Init::Router, reader(d));
+  add("output.weight", T, {d, s.n_vocab}, Init::Reader, rd);
   return p;
 }
 
@@ -160,7 +163,7 @@ void fill_row(const Generator& g, const Planned& p, uint64_t key, int64_t row, f
       for (int64_t j = 0; j < n; ++j) x[j] = a * gauss(key, base + j) + c * g.u[j];
       return;
     }
-    case Init::Router: {
+    case Init::Reader: {
       double dot = 0;
       for (int64_t j = 0; j < n; ++j) {
         x[j] = p.stddev * gauss(key, base + j);
@@ -263,7 +266,9 @@ void add_hparams(GgufWriter& w, const SynthOptions& o) {
 // letter at a time ("Ġa", "ab", ..., "Ġab", ...) with one merge each, then <|endoftext|>.
 void add_synth_vocab(GgufWriter& w, int64_t n_vocab) {
   const unicode::ByteMap& bm = unicode::byte_map();
-  auto printable = [](int b) { return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF); };
+  auto printable = [](int b) {
+    return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+  };
   std::vector<std::string> tokens, merges;
   tokens.reserve(static_cast<size_t>(n_vocab));
   for (int pass = 0; pass < 2; ++pass) {
@@ -353,8 +358,8 @@ void add_file_vocab(GgufWriter& w, const std::string& path, int64_t n_vocab) {
         if (known.count(l) && known.count(r) && known.count(l + r)) kept.emplace_back(m);
       }
       w.add_string_array(key, kept);
-    } else if (ends_with(key, "_token_id") && value.type != GgufType::ARRAY && value.type != GgufType::STRING &&
-               f->get_int(key, -1) >= n_vocab) {
+    } else if (ends_with(key, "_token_id") && value.type != GgufType::ARRAY &&
+               value.type != GgufType::STRING && f->get_int(key, -1) >= n_vocab) {
       continue;  // points past the truncated vocabulary
     } else {
       w.add_value(key, value);
@@ -373,13 +378,20 @@ const std::vector<SynthPreset>& synth_presets() {
   static const std::vector<SynthPreset> presets = {
       {"olmoe-1b-7b", "OLMoE-1B-7B: 2048 wide, 16 layers, 64 experts top-8, expert FFN 1024, vocab 50304",
        shape("olmoe", 50304, 4096, 2048, 16, 16, 16, 0, 64, 8, 1024, 0, 1e-5f, 10000.0f)},
-      {"qwen-moe-a2.7b", "Qwen1.5-MoE-A2.7B: 2048 wide, 24 layers, 60 experts top-4 (FFN 1408) + shared expert (FFN 5632), vocab 151936",
+      {"qwen-moe-a2.7b",
+       "Qwen1.5-MoE-A2.7B: 2048 wide, 24 layers, 60 experts top-4 (FFN 1408) + shared expert (FFN 5632), "
+       "vocab 151936",
        shape("qwen2moe", 151936, 8192, 2048, 24, 16, 16, 0, 60, 4, 1408, 5632, 1e-6f, 1000000.0f)},
-      {"qwen3-30b-a3b", "Qwen3-30B-A3B: 2048 wide, 48 layers, 32/4 heads of 128, 128 experts top-8, expert FFN 768, vocab 151936",
+      {"qwen3-30b-a3b",
+       "Qwen3-30B-A3B: 2048 wide, 48 layers, 32/4 heads of 128, 128 experts top-8, expert FFN 768, vocab "
+       "151936",
        shape("qwen3moe", 151936, 40960, 2048, 48, 32, 4, 128, 128, 8, 768, 0, 1e-6f, 1000000.0f)},
-      {"mixtral-8x7b", "Mixtral-8x7B: 4096 wide, 32 layers, 32/8 heads, 8 experts top-2, expert FFN 14336, vocab 32000",
+      {"mixtral-8x7b",
+       "Mixtral-8x7B: 4096 wide, 32 layers, 32/8 heads, 8 experts top-2, expert FFN 14336, vocab 32000",
        shape("llama", 32000, 32768, 4096, 32, 32, 8, 0, 8, 2, 14336, 0, 1e-5f, 1000000.0f)},
-      {"tiny", "for tests: olmoe, 64 wide, 2 layers, 4 heads, 8 experts top-2, expert FFN 64, shared FFN 128, vocab 512",
+      {"tiny",
+       "for tests: olmoe, 64 wide, 2 layers, 4 heads, 8 experts top-2, expert FFN 64, shared FFN 128, vocab "
+       "512",
        shape("olmoe", 512, 256, 64, 2, 4, 4, 0, 8, 2, 64, 128, 1e-5f, 10000.0f)},
   };
   return presets;
@@ -402,7 +414,8 @@ void validate_synth(const SynthOptions& o) {
     fail("--arch: '" + s.arch + "' is not one synth can write (supported: llama, olmoe, qwen2moe, qwen3moe)");
   }
   auto positive = [&](int64_t v, const char* flag) {
-    if (v <= 0 || v > kMaxDim) fail(std::string(flag) + " must be in 1.." + str(kMaxDim) + " (got " + str(v) + ")");
+    if (v <= 0 || v > kMaxDim)
+      fail(std::string(flag) + " must be in 1.." + str(kMaxDim) + " (got " + str(v) + ")");
   };
   positive(s.n_embd, "--embd");
   positive(s.n_layer, "--layers");
@@ -411,31 +424,38 @@ void validate_synth(const SynthOptions& o) {
   positive(s.n_ctx, "--ctx");
   positive(s.n_ff, "--ff");
   positive(s.n_vocab, "--vocab");
-  if (s.n_head % s.n_head_kv != 0) fail("--heads-kv " + str(s.n_head_kv) + " must divide --heads " + str(s.n_head));
-  if (s.head_dim == 0 && s.n_embd % s.n_head != 0) fail("--embd " + str(s.n_embd) + " must be a multiple of --heads " + str(s.n_head));
+  if (s.n_head % s.n_head_kv != 0)
+    fail("--heads-kv " + str(s.n_head_kv) + " must divide --heads " + str(s.n_head));
+  if (s.head_dim == 0 && s.n_embd % s.n_head != 0)
+    fail("--embd " + str(s.n_embd) + " must be a multiple of --heads " + str(s.n_head));
   if (s.head_size() % 2 != 0 || s.head_size() > 512) {
-    fail("the head dimension (--embd / --heads = " + str(s.head_size()) + ") must be even and at most 512 (RoPE)");
+    fail("the head dimension (--embd / --heads = " + str(s.head_size()) +
+         ") must be even and at most 512 (RoPE)");
   }
   if ((s.arch == "olmoe" || s.arch == "qwen2moe") && s.q_dim() != s.n_embd) {
     fail(s.arch + " needs heads * head dimension = --embd");
   }
   if (s.arch == "olmoe" && s.n_head_kv != s.n_head) {
-    fail("--heads-kv: olmoe needs as many KV heads as heads (its K norm spans the full width), got " + str(s.n_head_kv) +
-         " for " + str(s.n_head));
+    fail("--heads-kv: olmoe needs as many KV heads as heads (its K norm spans the full width), got " +
+         str(s.n_head_kv) + " for " + str(s.n_head));
   }
-  if (s.n_expert < 0 || (s.n_expert == 0 && s.arch != "llama")) fail("--experts must be at least 1 for " + s.arch);
+  if (s.n_expert < 0 || (s.n_expert == 0 && s.arch != "llama"))
+    fail("--experts must be at least 1 for " + s.arch);
   if (s.n_expert > 0 && (s.n_expert_used < 1 || s.n_expert_used > s.n_expert)) {
     fail("--experts-used " + str(s.n_expert_used) + " must be in 1..--experts (" + str(s.n_expert) + ")");
   }
   if (s.arch == "qwen2moe") positive(s.n_ff_shexp, "--ff-shared (qwen2moe's shared expert)");
   if (o.vocab_file.empty() && s.n_vocab < 257) {
-    fail("--vocab " + str(s.n_vocab) + " is too small for a synthesized vocabulary (at least 257: 256 byte tokens and <|endoftext|>)");
+    fail("--vocab " + str(s.n_vocab) +
+         " is too small for a synthesized vocabulary (at least 257: 256 byte tokens and <|endoftext|>)");
   }
   if (!std::isfinite(o.router_skew) || o.router_skew < 0) fail("--router-skew must be a number >= 0");
   if (is_quantized(o.type)) {
     const std::string t = dtype_name(o.type);
     auto block = [&](int64_t v, const std::string& what) {
-      if (v % kQBlock != 0) fail(what + " " + str(v) + " is not a multiple of 32, which --type " + t + " needs (blocks of 32 values)");
+      if (v % kQBlock != 0)
+        fail(what + " " + str(v) + " is not a multiple of 32, which --type " + t +
+             " needs (blocks of 32 values)");
     };
     block(s.n_embd, "--embd");
     block(s.q_dim(), "heads * head dimension");
@@ -484,8 +504,9 @@ SynthStats write_synth_model(const std::string& path, const SynthOptions& o, Thr
   const std::filesystem::path parent = std::filesystem::absolute(path, ec).parent_path();
   const std::filesystem::space_info space = std::filesystem::space(parent, ec);
   if (!ec && space.available < stats.file_bytes) {
-    throw Error("not enough disk space for " + path + ": the model needs " + std::to_string(stats.file_bytes / 1000000) +
-                " MB, " + std::to_string(space.available / 1000000) + " MB are free");
+    throw Error("not enough disk space for " + path + ": the model needs " +
+                std::to_string(stats.file_bytes / 1000000) + " MB, " +
+                std::to_string(space.available / 1000000) + " MB are free");
   }
   try {
     w.write(path, progress);

@@ -12,10 +12,12 @@
 // approximately normal (Irwin-Hall sum of four 16-bit uniforms from a counter-based hash).
 //
 // Router skew: every token embedding holds a shared unit direction u carrying a quarter of
-// its energy, and every router row is made orthogonal to u, so with skew 0 routing is
-// near uniform. With skew S the expert of rank j in a layer's random hot order gets a
-// component along u that adds about 2*S/(j+1) standard deviations to its router logit
-// for every token: a few experts per layer win top-k for most tokens, like trained models.
+// its energy, and every reader row (routers included) is made orthogonal to u, so u passes
+// through the residual stream unchanged, no layer turns it into a bias, and with skew 0
+// routing is near uniform. With skew S the expert of rank j in a layer's random hot order
+// gets a router component along u that adds about 2*S/(j+1) standard deviations to its
+// logit for every token: a few experts per layer win top-k for most tokens, like trained
+// models.
 #pragma once
 
 #include <cstdint>
@@ -30,15 +32,15 @@ namespace sy {
 class ThreadPool;
 
 struct SynthShape {
-  std::string arch;        // general.architecture: llama, olmoe, qwen2moe, qwen3moe
+  std::string arch;  // general.architecture: llama, olmoe, qwen2moe, qwen3moe
   int64_t n_vocab = 0;
-  int64_t n_ctx = 0;       // <arch>.context_length
+  int64_t n_ctx = 0;  // <arch>.context_length
   int64_t n_embd = 0;
   int n_layer = 0;
   int n_head = 0;
   int n_head_kv = 0;
-  int head_dim = 0;        // 0: n_embd / n_head
-  int n_expert = 0;        // 0: dense FFN (llama only)
+  int head_dim = 0;  // 0: n_embd / n_head
+  int n_expert = 0;  // 0: dense FFN (llama only)
   int n_expert_used = 0;
   int64_t n_ff = 0;        // routed expert FFN width (the dense FFN width when n_expert == 0)
   int64_t n_ff_shexp = 0;  // shared expert FFN width (qwen2moe)
@@ -63,10 +65,10 @@ const SynthPreset& synth_preset(const std::string& name);
 
 struct SynthOptions {
   SynthShape shape;
-  std::string name;            // general.name; empty: "synth-<arch>"
-  DType type = DType::F16;     // every 2-D and 3-D weight except the routers (always F32)
+  std::string name;         // general.name; empty: "synth-<arch>"
+  DType type = DType::F16;  // every 2-D and 3-D weight except the routers (always F32)
   uint64_t seed = 0;
-  double router_skew = 0.0;    // 0: uniform routing
+  double router_skew = 0.0;  // 0: uniform routing
   // Empty: synthesize a byte-level BPE vocabulary of n_vocab tokens. Otherwise copy every
   // tokenizer.* key from this GGUF; a vocabulary smaller than n_vocab is padded with
   // user-defined "<|pad_N|>" tokens, a larger one truncated to its first n_vocab tokens

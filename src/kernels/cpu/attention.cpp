@@ -40,8 +40,7 @@ void attention(const float* q, int64_t q_ld, int64_t n_tokens, const int32_t* po
     std::fill(o, o + s.head_dim_v, 0.0f);
     for (int64_t p = 0; p < n_ctx; ++p) {
       const float w = sc[p] * inv;
-      const float* vp = kv.v(p) + static_cast<int64_t>(g) * s.head_dim_v;
-      for (int d = 0; d < s.head_dim_v; ++d) o[d] += w * vp[d];
+      k.axpy(w, kv.v(p) + static_cast<int64_t>(g) * s.head_dim_v, o, s.head_dim_v);
     }
   });
 }

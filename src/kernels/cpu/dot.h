@@ -16,6 +16,7 @@ struct DotKernels {
   float (*bf16)(const uint16_t* w, const float* x, int64_t n);
   float (*q8_0)(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n);
   float (*q4_0)(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n);
+  void (*axpy)(float a, const float* x, float* y, int64_t n);  // y += a * x
 };
 
 // Best kernels for this CPU, chosen once; SY_ISA=scalar in the environment forces the

@@ -104,6 +104,13 @@ SY_AVX2 float dot_q4_0(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n) {
   return hsum(acc);
 }
 
+SY_AVX2 void axpy(float a, const float* x, float* y, int64_t n) {
+  const __m256 va = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
 }  // namespace
 
 const DotKernels* dot_kernels_avx2() {
@@ -111,7 +118,7 @@ const DotKernels* dot_kernels_avx2() {
       !__builtin_cpu_supports("f16c")) {
     return nullptr;
   }
-  static const DotKernels k{"avx2", dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0};
+  static const DotKernels k{"avx2", dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0, axpy};
   return &k;
 }
 

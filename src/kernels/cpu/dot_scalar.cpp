@@ -45,10 +45,14 @@ float dot_q4_0(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n) {
   return s;
 }
 
+void axpy(float a, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
 }  // namespace
 
 const DotKernels& dot_kernels_scalar() {
-  static const DotKernels k{"scalar", dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0};
+  static const DotKernels k{"scalar", dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0, axpy};
   return k;
 }
 
