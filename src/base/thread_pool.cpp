@@ -12,9 +12,20 @@
 
 namespace sy {
 namespace {
+
+constexpr int kIndexBits = 22;
+constexpr uint64_t kIndexMask = (uint64_t{1} << kIndexBits) - 1;
+constexpr int64_t kMaxTasks = static_cast<int64_t>(kIndexMask);
+constexpr uint64_t kJobMask = (uint64_t{1} << 20) - 1;
+
+uint64_t job_of(uint64_t s) { return s >> (2 * kIndexBits); }
+int64_t count_of(uint64_t s) { return static_cast<int64_t>((s >> kIndexBits) & kIndexMask); }
+int64_t next_of(uint64_t s) { return static_cast<int64_t>(s & kIndexMask); }
+
 // How long an idle worker spins before sleeping: long enough to cover the gap between
 // the jobs of one forward step, short enough not to burn a core between requests.
-constexpr auto kSpin = std::chrono::microseconds(200);
+constexpr auto kSpin = std::chrono::microseconds(300);
+
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
@@ -36,59 +47,85 @@ int ThreadPool::default_threads() {
 }
 
 void ThreadPool::work(int thread) {
+  uint64_t s = state_.load(std::memory_order_acquire);
   for (;;) {
-    int64_t task = next_.fetch_add(1, std::memory_order_relaxed);
-    if (task >= n_tasks_) break;
-    fn_(ctx_, task, thread);
+    if (next_of(s) >= count_of(s)) return;
+    if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+    // Claimed task next_of(s) of job job_of(s): that job cannot end before this task
+    // does, so its slot is still valid.
+    const Job& job = jobs_[job_of(s) & 1];
+    job.fn(job.ctx, next_of(s), thread);
+    done_.fetch_add(1, std::memory_order_acq_rel);
+    s = state_.load(std::memory_order_acquire);
   }
 }
 
 void ThreadPool::run(int64_t n_tasks, TaskFn fn, void* ctx) {
+  for (int64_t start = 0; start < n_tasks; start += kMaxTasks) {
+    // Jobs larger than the index field are run in pieces.
+    struct Offset {
+      TaskFn fn;
+      void* ctx;
+      int64_t start;
+    } off{fn, ctx, start};
+    if (start == 0 && n_tasks <= kMaxTasks) {
+      run_chunk(n_tasks, fn, ctx);
+    } else {
+      run_chunk(std::min(kMaxTasks, n_tasks - start),
+                [](void* c, int64_t t, int th) {
+                  auto* o = static_cast<Offset*>(c);
+                  o->fn(o->ctx, o->start + t, th);
+                },
+                &off);
+    }
+  }
+}
+
+void ThreadPool::run_chunk(int64_t n_tasks, TaskFn fn, void* ctx) {
   if (n_tasks <= 0) return;
   if (n_threads_ == 1 || n_tasks == 1) {
     for (int64_t i = 0; i < n_tasks; ++i) fn(ctx, i, 0);
     return;
   }
-  fn_ = fn;
-  ctx_ = ctx;
-  n_tasks_ = n_tasks;
-  next_.store(0, std::memory_order_relaxed);
-  active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-  // seq_cst on both: the store of the new generation must not pass the load of
-  // sleepers_, or a worker going to sleep right now would miss the job.
-  generation_.fetch_add(1, std::memory_order_seq_cst);  // publishes the job
+  job_id_ = (job_id_ + 1) & kJobMask;
+  jobs_[job_id_ & 1] = {fn, ctx};
+  done_.store(0, std::memory_order_relaxed);
+  // seq_cst: the new state must be visible before sleepers_ is read, or a worker going
+  // to sleep right now could miss the job.
+  state_.store((job_id_ << (2 * kIndexBits)) | (static_cast<uint64_t>(n_tasks) << kIndexBits),
+               std::memory_order_seq_cst);
   if (sleepers_.load(std::memory_order_seq_cst) > 0) {
     std::lock_guard<std::mutex> lock(mu_);
     wake_.notify_all();
   }
   work(0);
-  // Workers finish within the job's last task: spin, but yield the core after a while in
-  // case a worker was preempted (an oversubscribed machine).
-  for (int polls = 0; active_.load(std::memory_order_acquire) != 0; ++polls) {
+  // Only tasks already claimed can be outstanding; spin, then yield the core in case the
+  // thread running one was preempted.
+  for (int polls = 0; done_.load(std::memory_order_acquire) != n_tasks; ++polls) {
     if (polls < 4096) SY_PAUSE();
     else std::this_thread::yield();
   }
 }
 
 void ThreadPool::worker_loop(int thread) {
-  uint64_t seen = 0;
+  uint64_t finished_job = job_of(state_.load());
   for (;;) {
     const auto spin_until = std::chrono::steady_clock::now() + kSpin;
     int polls = 0;
-    while (generation_.load(std::memory_order_acquire) == seen && !stop_.load(std::memory_order_relaxed)) {
+    uint64_t s;
+    while (job_of(s = state_.load(std::memory_order_acquire)) == finished_job && !stop_.load(std::memory_order_relaxed)) {
       SY_PAUSE();
       if (++polls % 64 == 0 && std::chrono::steady_clock::now() > spin_until) {
         std::unique_lock<std::mutex> lock(mu_);
         sleepers_.fetch_add(1, std::memory_order_seq_cst);
-        wake_.wait(lock, [&] { return stop_.load() || generation_.load(std::memory_order_acquire) != seen; });
-        sleepers_.fetch_sub(1, std::memory_order_acq_rel);
-        break;
+        wake_.wait(lock, [&] { return stop_.load() || job_of(state_.load(std::memory_order_seq_cst)) != finished_job; });
+        sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+        polls = 0;
       }
     }
     if (stop_.load()) return;
-    seen = generation_.load(std::memory_order_acquire);
+    finished_job = job_of(s);
     work(thread);
-    active_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 

@@ -1,8 +1,9 @@
-// Persistent worker threads. A parallel_for hands out task indices through one atomic
-// counter; the calling thread works too, so a pool of N threads uses N-1 workers.
-// Threads are created once (no per-op thread creation). Between jobs workers spin for a
-// short while (a forward step issues hundreds of small jobs back to back, and waking a
-// sleeping thread costs tens of microseconds), then sleep on a condition variable.
+// Persistent worker threads. A parallel_for publishes one job; every thread, the caller
+// included, claims task indices from a single atomic word that holds the job id, its task
+// count and the next index, so a worker that wakes up late (or was preempted on a busy
+// machine) can never delay a job it did not claim work from: the caller waits only for
+// tasks that were actually claimed. Threads are created once; between jobs they spin
+// briefly (a forward step issues hundreds of small jobs back to back) and then sleep.
 #pragma once
 
 #include <atomic>
@@ -36,23 +37,28 @@ class ThreadPool {
   static int default_threads();
 
  private:
+  struct Job {
+    TaskFn fn = nullptr;
+    void* ctx = nullptr;
+  };
   void run(int64_t n_tasks, TaskFn fn, void* ctx);
+  void run_chunk(int64_t n_tasks, TaskFn fn, void* ctx);
   void worker_loop(int thread);
+  // Claims and runs tasks of the current job until none is left.
   void work(int thread);
 
   int n_threads_;
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable wake_;
-  std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stop_{false};
   std::atomic<int> sleepers_{0};
 
-  TaskFn fn_ = nullptr;
-  void* ctx_ = nullptr;
-  int64_t n_tasks_ = 0;
-  std::atomic<int64_t> next_{0};
-  std::atomic<int> active_{0};
+  // [job id: 20 bits | task count: 22 bits | next task: 22 bits]
+  std::atomic<uint64_t> state_{0};
+  Job jobs_[2];  // indexed by job id & 1; a job's slot is only read after claiming one of its tasks
+  std::atomic<int64_t> done_{0};
+  uint64_t job_id_ = 0;
 };
 
 }  // namespace sy

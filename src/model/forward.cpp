@@ -1,5 +1,6 @@
 #include "model/forward.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -8,6 +9,10 @@
 
 namespace sy {
 namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 void add_bias(float* rows, int64_t n, int64_t dim, const std::vector<float>& bias) {
   if (bias.empty()) return;
@@ -90,14 +95,18 @@ void Forward::ffn_block(int il, int64_t n) {
   const int64_t d = hp_.n_embd;
   for (int64_t t = 0; t < n; ++t) cpu::rms_norm(&x_[t * d], L.ffn_norm.data(), d, hp_.rms_eps, &h_[t * d]);
 
+  const double t0 = now_seconds();
   if (!hp_.layer_is_moe(il)) {
     ffn_job_.assign(1, {L.dense, 0, n});
     ffn_.run(ffn_job_, {h_.data(), n, d}, {ffn_out_.data(), d}, pool_);
     add_into(x_.data(), ffn_out_.data(), n * d);
+    profile_.ffn += now_seconds() - t0;
     return;
   }
   moe_stats_[il] = moe_.forward(h_.data(), n, d, L.router, router_rules_, model_.experts(), il,
                                 moe_opt_, ffn_out_.data(), d, pool_);
+  const double t1 = now_seconds();
+  profile_.moe += t1 - t0;
   if (!L.shared_expert.empty()) {
     ffn_job_.assign(1, {L.shared_expert, 0, n});
     ffn_.run(ffn_job_, {h_.data(), n, d}, {shared_out_.data(), d}, pool_);
@@ -111,6 +120,7 @@ void Forward::ffn_block(int il, int64_t n) {
       }
       for (int64_t i = 0; i < d; ++i) ffn_out_[t * d + i] += shared_out_[t * d + i] * g;
     }
+    profile_.ffn += now_seconds() - t1;
   }
   add_into(x_.data(), ffn_out_.data(), n * d);
 }
@@ -139,9 +149,13 @@ void Forward::run(const Batch& b, KvCache& cache, std::vector<float>& logits) {
   for (int64_t t = 0; t < n; ++t) cpu::weight_row_to_f32(emb, b.tokens[t], &x_[t * d]);
 
   for (int il = 0; il < hp_.n_layer; ++il) {
+    const double t0 = now_seconds();
     attention_block(il, b, cache);
+    const double t1 = now_seconds();
     ffn_block(il, n);
+    profile_.attention += t1 - t0;
   }
+  const double t_out = now_seconds();
 
   // Final norm and the output head only for the rows that want logits.
   int64_t n_out = 0;
@@ -150,6 +164,8 @@ void Forward::run(const Batch& b, KvCache& cache, std::vector<float>& logits) {
   }
   logits.resize(static_cast<size_t>(n_out * hp_.n_vocab));
   cpu::matmul(model_.weights().output, {h_.data(), n_out, d}, {logits.data(), hp_.n_vocab}, pool_, scratch_);
+  profile_.output += now_seconds() - t_out;
+  profile_.steps++;
   if (moe_opt_.observer) moe_opt_.observer->on_step_end();
 }
 

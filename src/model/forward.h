@@ -14,6 +14,15 @@
 
 namespace sy {
 
+// Wall time of each part of the forward steps so far (for `bench`: where time goes).
+struct StepProfile {
+  double attention = 0;  // norms, Q/K/V/O projections, RoPE, attention
+  double moe = 0;        // routers, dispatch and routed experts
+  double ffn = 0;        // dense FFNs and shared experts
+  double output = 0;     // final norm and output head
+  int64_t steps = 0;
+};
+
 // The router rules of a model family with these hyperparameters.
 RouterRules router_rules(const HParams& hp);
 
@@ -30,6 +39,8 @@ class Forward {
   // Per MoE layer, what the last step did (empty entries for dense layers).
   const std::vector<MoeStepStats>& moe_stats() const { return moe_stats_; }
   const MoeLayer& moe_layer() const { return moe_; }
+  const StepProfile& profile() const { return profile_; }
+  void reset_profile() { profile_ = {}; }
   // Routing decisions of every later step go to `observer` (null: none).
   void set_routing_observer(RoutingObserver* observer) { moe_opt_.observer = observer; }
 
@@ -51,6 +62,7 @@ class Forward {
   GroupedFfn ffn_;  // dense layers and shared experts: a single job
   std::vector<FfnJob> ffn_job_;
   std::vector<MoeStepStats> moe_stats_;
+  StepProfile profile_;
 };
 
 }  // namespace sy

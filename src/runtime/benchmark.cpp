@@ -123,6 +123,7 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
       next[s] = argmax(logits.data(), h.n_vocab);
     }
     double expert_bytes = 0, active = 0;
+    f.reset_profile();
     const auto t0 = Clock::now();
     for (int step = 0; step < opt.gen; ++step) {
       b.clear();
@@ -142,10 +143,15 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
                 {"steps_per_s", opt.gen / s}, {"bytes_per_step", bytes_per_step},
                 {"active_experts_per_moe_layer", h.is_moe() ? active / opt.gen / moe_layers : 0.0},
                 {"achieved_gbps", gbps}, {"percent_of_bandwidth", 100.0 * gbps / bw}};
+    const StepProfile& p = f.profile();
+    row["time_split_ms_per_step"] = {{"attention", 1e3 * p.attention / p.steps}, {"moe", 1e3 * p.moe / p.steps},
+                                     {"dense_ffn_and_shared", 1e3 * p.ffn / p.steps}, {"output", 1e3 * p.output / p.steps}};
     out["decode"].push_back(row);
     log("  batch " + std::to_string(B) + ": " + std::to_string(B * opt.gen / s) + " tokens/s, " +
         std::to_string(bytes_per_step / 1e9) + " GB touched per step, " + std::to_string(gbps) + " GB/s (" +
-        std::to_string(100.0 * gbps / bw) + "% of measured bandwidth)");
+        std::to_string(100.0 * gbps / bw) + "% of measured bandwidth); per step: attention " +
+        std::to_string(1e3 * p.attention / p.steps) + " ms, MoE " + std::to_string(1e3 * p.moe / p.steps) + " ms, output " +
+        std::to_string(1e3 * p.output / p.steps) + " ms");
   }
 
   if (!opt.skip_moe && h.is_moe()) {

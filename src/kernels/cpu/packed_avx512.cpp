@@ -77,9 +77,9 @@ SY_VNNI void tile(const uint8_t* w, size_t row_bytes, int64_t cols, int64_t r0, 
 #pragma GCC unroll 8
       for (int i = 0; i < NR; ++i) {
         const uint8_t* grp = w + (r + i) * row_bytes + g * gb;
-        // Prefetch every cache line of the group ~2 KiB ahead: rows are streamed once.
+        // Prefetch every cache line of the group ~4 KiB ahead: rows are streamed once.
 #pragma GCC unroll 8
-        for (int64_t off = 0; off < gb; off += 64) _mm_prefetch(reinterpret_cast<const char*>(grp + 2048 + off), _MM_HINT_T0);
+        for (int64_t off = 0; off < gb; off += 64) _mm_prefetch(reinterpret_cast<const char*>(grp + 4096 + off), _MM_HINT_T0);
         __m256i wq[8];
         load_group<T>(grp, wq);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(grp)));
