@@ -1,5 +1,6 @@
 // Owns weight copies made at load time (weights converted to a kernel-friendly layout),
-// in 64-byte aligned buffers that live as long as the model.
+// in aligned buffers (64 bytes by default; 4096 for direct I/O) that live as long as the
+// model.
 #pragma once
 
 #include <cstddef>
@@ -12,8 +13,8 @@ namespace sy {
 
 class WeightArena {
  public:
-  uint8_t* allocate(size_t bytes) {
-    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  uint8_t* allocate(size_t bytes, size_t align = 64) {
+    void* p = std::aligned_alloc(align, (bytes + align - 1) / align * align);
     if (!p) throw std::bad_alloc();
     buffers_.emplace_back(static_cast<uint8_t*>(p));
     bytes_ += bytes;

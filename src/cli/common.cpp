@@ -14,6 +14,22 @@ void ModelArgs::add_to(CLI::App& app, bool with_moe) {
       ->check(CLI::IsMember({"dynamic", "static"}));
   app.add_option("--capacity-factor", capacity_factor, "Static gating capacity factor (slots per expert = F * tokens * k / experts)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--expert-cache", expert_cache,
+                 "Keep only this much of the experts in RAM and read the rest from the file with direct I/O: "
+                 "bytes, a size (512MB, 2GB) or a fraction of all expert bytes (0.25, 25%)");
+  app.add_option("--expert-policy", expert_policy, "Eviction policy of the expert cache")
+      ->check(CLI::IsMember(online_policy_names()));
+  app.add_option("--expert-profile", expert_profile, "Trace (--trace-experts) whose hottest experts stay pinned in the cache");
+  app.add_flag("--no-prefetch", no_prefetch, "Do not prefetch the next layer's predicted experts");
+}
+
+ModelOptions ModelArgs::model_options() const {
+  ModelOptions o;
+  o.expert_cache = expert_cache;
+  o.tiered.policy = expert_policy;
+  o.tiered.profile = expert_profile;
+  o.tiered.predictive_prefetch = !no_prefetch;
+  return o;
 }
 
 MoeOptions ModelArgs::moe() const {
@@ -23,7 +39,7 @@ MoeOptions ModelArgs::moe() const {
   return o;
 }
 
-std::unique_ptr<Model> load_model(const ModelArgs& a) { return Model::load(a.model); }
+std::unique_ptr<Model> load_model(const ModelArgs& a) { return Model::load(a.model, a.model_options()); }
 
 std::vector<int32_t> parse_token_list(const std::string& csv, int64_t n_vocab) {
   std::vector<int32_t> ids;

@@ -18,9 +18,12 @@ struct ModelArgs {
   int threads = 0;  // 0: all cores
   std::string gating = "dynamic";
   double capacity_factor = 1.0;
+  std::string expert_cache, expert_policy = "lfu-decay", expert_profile;
+  bool no_prefetch = false;
 
   void add_to(CLI::App& app, bool with_moe = true);
   MoeOptions moe() const;
+  ModelOptions model_options() const;
   int n_threads() const { return threads > 0 ? threads : ThreadPool::default_threads(); }
 };
 
@@ -35,6 +38,10 @@ void add_logits(CLI::App& app);
 void add_tokenize(CLI::App& app);
 void add_perplexity(CLI::App& app);
 void add_info(CLI::App& app);
+void add_bench(CLI::App& app);
+void add_serve(CLI::App& app);
+void add_loadgen(CLI::App& app);
 void add_synth(CLI::App& app);
+void add_analyze(CLI::App& app);
 
 }  // namespace sy::cli

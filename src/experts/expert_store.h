@@ -20,9 +20,23 @@ struct HParams;
 class ExpertStore {
  public:
   virtual ~ExpertStore() = default;
-  // The expert's weights, usable until release() of the same expert.
+
+  // Called once per MoE layer and step with the experts that received tokens (ascending).
+  // Returns them split into groups to run one after another: the experts of a group are
+  // acquired together, run, then released before the next group is acquired. A tiered
+  // store puts the resident experts first, so they compute while the missing ones load.
+  virtual void plan_layer(int layer, const std::vector<int32_t>& experts,
+                          std::vector<std::vector<int32_t>>& groups) {
+    (void)layer;
+    groups.assign(1, experts);
+  }
+  // The expert's weights, usable until release() of the same expert (may wait for I/O).
   virtual FfnWeights acquire(int layer, int expert) = 0;
   virtual void release(int layer, int expert) { (void)layer; (void)expert; }
+  // A hint that `experts` of `layer` will probably be needed soon.
+  virtual void prefetch(int layer, const std::vector<int32_t>& experts) { (void)layer; (void)experts; }
+  // Called at the start of every forward step.
+  virtual void begin_step() {}
   virtual size_t expert_bytes(int layer, int expert) const = 0;
 };
 

@@ -36,7 +36,8 @@ RouterRules router_rules(const HParams& hp) {
 }
 
 Forward::Forward(const Model& model, ThreadPool& pool, MoeOptions moe)
-    : model_(model), hp_(model.hparams()), pool_(pool), moe_opt_(moe), router_rules_(router_rules(hp_)) {
+    : model_(model), hp_(model.hparams()), pool_(pool), moe_opt_(moe), router_rules_(router_rules(hp_)),
+      prefetch_(model.tiered_experts() != nullptr && model.prefetch_enabled()) {
   moe_stats_.resize(hp_.n_layer);
 }
 
@@ -103,8 +104,12 @@ void Forward::ffn_block(int il, int64_t n) {
     profile_.ffn += now_seconds() - t0;
     return;
   }
+  NextLayerHint next;
+  if (prefetch_ && il + 1 < hp_.n_layer && hp_.layer_is_moe(il + 1)) {
+    next = {&model_.weights().layers[il + 1].router, il + 1};
+  }
   moe_stats_[il] = moe_.forward(h_.data(), n, d, L.router, router_rules_, model_.experts(), il,
-                                moe_opt_, ffn_out_.data(), d, pool_);
+                                moe_opt_, ffn_out_.data(), d, pool_, next);
   const double t1 = now_seconds();
   profile_.moe += t1 - t0;
   if (!L.shared_expert.empty()) {
@@ -145,6 +150,7 @@ void Forward::run(const Batch& b, KvCache& cache, std::vector<float>& logits) {
   grow(q_, n * hp_.q_dim()); grow(k_, n * hp_.k_dim()); grow(v_, n * hp_.v_dim());
   grow(attn_, n * hp_.n_head * hp_.head_dim_v);
 
+  model_.experts().begin_step();
   const WeightMatrix& emb = model_.weights().token_embd;
   for (int64_t t = 0; t < n; ++t) cpu::weight_row_to_f32(emb, b.tokens[t], &x_[t * d]);
 

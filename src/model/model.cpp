@@ -4,7 +4,7 @@
 
 namespace sy {
 
-std::unique_ptr<Model> Model::load(const std::string& path) {
+std::unique_ptr<Model> Model::load(const std::string& path, const ModelOptions& opt) {
   auto m = std::make_unique<Model>();
   m->file_ = GgufFile::open(path);
   m->hp_ = HParams::from_gguf(*m->file_);
@@ -12,8 +12,23 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
   m->tokenizer_ = Tokenizer::from_gguf(*m->file_);
   ThreadPool pool(ThreadPool::default_threads());
   m->prepare_weights(pool);
-  m->experts_ = ResidentExpertStore::from_gguf(*m->file_, m->hp_, m->arena_, pool);
+  if (!opt.expert_cache.empty() && m->hp_.is_moe()) {
+    TieredStoreOptions t = opt.tiered;
+    t.budget_bytes = parse_expert_cache_size(opt.expert_cache, m->all_expert_bytes());
+    m->experts_ = std::make_unique<TieredExpertStore>(*m->file_, m->hp_, t);
+    m->prefetch_ = t.predictive_prefetch;
+  } else {
+    m->experts_ = ResidentExpertStore::from_gguf(*m->file_, m->hp_, m->arena_, pool);
+  }
   return m;
+}
+
+size_t Model::all_expert_bytes() const {
+  size_t n = 0;
+  for (const auto& t : file_->tensors()) {
+    if (t.name.find("_exps.") != std::string::npos) n += t.n_bytes;
+  }
+  return n;
 }
 
 size_t Model::dense_weight_bytes() const {

@@ -7,6 +7,7 @@
 
 #include "base/weight_arena.h"
 #include "experts/expert_store.h"
+#include "experts/tiered_expert_store.h"
 #include "formats/gguf_reader.h"
 #include "model/hparams.h"
 #include "model/weights.h"
@@ -14,15 +15,27 @@
 
 namespace sy {
 
+struct ModelOptions {
+  // Empty: every expert resident. Otherwise the expert-buffering store: parsed by
+  // parse_expert_cache_size (bytes, sizes, or a fraction of the experts).
+  std::string expert_cache;
+  TieredStoreOptions tiered;
+};
+
 class Model {
  public:
   // Throws sy::Error naming the file and the problem.
-  static std::unique_ptr<Model> load(const std::string& path);
+  static std::unique_ptr<Model> load(const std::string& path, const ModelOptions& opt = {});
 
   const GgufFile& file() const { return *file_; }
   const HParams& hparams() const { return hp_; }
   const ModelWeights& weights() const { return weights_; }
   ExpertStore& experts() const { return *experts_; }
+  // The expert-buffering store, or null when every expert is resident.
+  TieredExpertStore* tiered_experts() const { return dynamic_cast<TieredExpertStore*>(experts_.get()); }
+  bool prefetch_enabled() const { return prefetch_; }
+  // Bytes of all routed experts together.
+  size_t all_expert_bytes() const;
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   // Bytes of the weights every step reads whatever the routing: attention, routers,
   // dense FFNs, shared experts, norms and the output head.
@@ -37,6 +50,7 @@ class Model {
   ModelWeights weights_;
   std::unique_ptr<ExpertStore> experts_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  bool prefetch_ = false;
 };
 
 }  // namespace sy

@@ -7,7 +7,8 @@ namespace sy {
 
 MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const WeightMatrix& router,
                                const RouterRules& rules, ExpertStore& store, int layer,
-                               const MoeOptions& opt, float* out, int64_t out_ld, ThreadPool& pool) {
+                               const MoeOptions& opt, float* out, int64_t out_ld, ThreadPool& pool,
+                               NextLayerHint next) {
   const int64_t d = router.cols;
   const int n_expert = rules.n_expert;
   MoeStepStats stats;
@@ -35,17 +36,28 @@ MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const Weig
     else std::fill(dst, dst + d, 0.0f);
   }
 
-  // Each active expert once over its whole block, all in one grouped job; experts
+  // Each active expert once over its whole block, in grouped jobs (one unless the store
+  // has to load experts: then the resident ones run while the others load); experts
   // without rows are never acquired.
-  jobs_.clear();
-  for (int32_t e : plan_.active) {
-    jobs_.push_back({store.acquire(layer, e), plan_.offset[e], plan_.rows(e)});
-    stats.active_experts++;
-    stats.rows_computed += plan_.rows(e);
-    stats.expert_bytes_read += jobs_.back().w.bytes();
+  store.plan_layer(layer, plan_.active, groups_);
+  if (next.router) {
+    // After plan_layer pinned this layer's experts, so the prefetch cannot evict them.
+    cpu::matmul(*next.router, {x, n, ld}, {logits_.data(), n_expert}, pool, scratch_);
+    route(logits_.data(), n_expert, n, rules, predicted_);
+    build_dynamic_plan(predicted_, n_expert, predicted_plan_);
+    store.prefetch(next.layer, predicted_plan_.active);
   }
-  experts_.run(jobs_, {gathered_.data(), rows, d}, {expert_out_.data(), d}, pool);
-  for (int32_t e : plan_.active) store.release(layer, e);
+  for (const auto& group : groups_) {
+    jobs_.clear();
+    for (int32_t e : group) {
+      jobs_.push_back({store.acquire(layer, e), plan_.offset[e], plan_.rows(e)});
+      stats.active_experts++;
+      stats.rows_computed += plan_.rows(e);
+      stats.expert_bytes_read += jobs_.back().w.bytes();
+    }
+    experts_.run(jobs_, {gathered_.data(), rows, d}, {expert_out_.data(), d}, pool);
+    for (int32_t e : group) store.release(layer, e);
+  }
 
   // Combine in choice order j = 0..k-1 so the sum is the same whatever the plan.
   for (int64_t t = 0; t < n; ++t) {

@@ -30,21 +30,31 @@ struct MoeStepStats {
   size_t expert_bytes_read = 0;
 };
 
+// The next MoE layer, for predictive prefetch: its router applied to this layer's input
+// guesses which of its experts the step will need, so a tiered store can start loading
+// them a layer early.
+struct NextLayerHint {
+  const WeightMatrix* router = nullptr;  // null: no prefetch
+  int layer = -1;
+};
+
 class MoeLayer {
  public:
   // x: n token rows of n_embd (ld apart); out gets the block's output (not the residual).
   MoeStepStats forward(const float* x, int64_t n, int64_t ld, const WeightMatrix& router,
                        const RouterRules& rules, ExpertStore& store, int layer,
-                       const MoeOptions& opt, float* out, int64_t out_ld, ThreadPool& pool);
+                       const MoeOptions& opt, float* out, int64_t out_ld, ThreadPool& pool,
+                       NextLayerHint next = {});
 
   const Routing& last_routing() const { return routing_; }
   const DispatchPlan& last_plan() const { return plan_; }
 
  private:
-  Routing routing_;
-  DispatchPlan plan_;
+  Routing routing_, predicted_;
+  DispatchPlan plan_, predicted_plan_;
   std::vector<float> logits_, gathered_, expert_out_;
   std::vector<FfnJob> jobs_;
+  std::vector<std::vector<int32_t>> groups_;
   cpu::MatmulScratch scratch_;
   GroupedFfn experts_;
 };

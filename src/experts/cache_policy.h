@@ -1,0 +1,164 @@
+// Which expert to evict when a fast tier is full. A unit is one (MoE layer, expert)
+// weight block, numbered unit = moe_layer * n_expert + expert. ExpertCache keeps the
+// residency of one or more pools of fixed capacity (one per layer, or one for all layers)
+// and asks an EvictionPolicy for a victim on a miss into a full pool. The offline
+// simulation (src/analysis/cache_sim.h) drives it from traces; the tiered expert store
+// drives the same classes from live routing.
+//
+// Protocol per forward step: begin_step(); then per MoE layer, in execution order,
+// note_demand(the layer's experts with tokens) followed by access() of each of them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace sy {
+
+class EvictionPolicy {
+ public:
+  virtual ~EvictionPolicy() = default;
+  virtual std::string name() const = 0;
+  virtual void begin_step() {}
+  // The current batch routes to `units` (one layer's set, announced before its accesses).
+  virtual void note_demand(std::span<const int> units) { (void)units; }
+  // `unit` was requested: a hit, or a miss after which it was loaded.
+  virtual void on_access(int unit, bool hit) = 0;
+  virtual void on_evict(int unit) { (void)unit; }
+  // The unit of `resident` (a full pool; never empty) to evict.
+  virtual int victim(std::span<const int> resident) = 0;
+};
+
+// Least recently used.
+class LruPolicy : public EvictionPolicy {
+ public:
+  explicit LruPolicy(int n_units) : last_use_(n_units, -1) {}
+  std::string name() const override { return "lru"; }
+  void on_access(int unit, bool) override { last_use_[unit] = tick_++; }
+  int victim(std::span<const int> resident) override;
+
+ private:
+  std::vector<int64_t> last_use_;
+  int64_t tick_ = 0;
+};
+
+// Least frequently used, with frequencies decaying by `decay` per step so that old
+// popularity fades: score = sum over past steps s that used the unit of decay^(now - s).
+// Ties go to the least recently used.
+class LfuDecayPolicy : public EvictionPolicy {
+ public:
+  LfuDecayPolicy(int n_units, double decay);
+  std::string name() const override { return "lfu-decay"; }
+  void begin_step() override { ++step_; }
+  void on_access(int unit, bool hit) override;
+  void on_evict(int unit) override;
+  int victim(std::span<const int> resident) override;
+  double score(int unit) const;
+
+ private:
+  double decay_;
+  int64_t step_ = 0, tick_ = 0;
+  std::vector<double> score_;
+  std::vector<int64_t> scored_at_, last_use_;
+};
+
+// "Towards MoE Deployment" (Huang et al.), Expert Buffering: evict an expert the current
+// batch does not use, choosing the most recently loaded one among those (last in, first
+// out); only when every resident expert is in use by the batch, the most recently loaded
+// of all. The batch's set is what note_demand() announced since begin_step(), which an
+// online store knows layer by layer.
+class ExpertBufferingPolicy : public EvictionPolicy {
+ public:
+  explicit ExpertBufferingPolicy(int n_units) : loaded_at_(n_units, -1), demanded_in_(n_units, -1) {}
+  std::string name() const override { return "expert-buffering"; }
+  void begin_step() override { ++step_; }
+  void note_demand(std::span<const int> units) override;
+  void on_access(int unit, bool hit) override;
+  int victim(std::span<const int> resident) override;
+
+ private:
+  std::vector<int64_t> loaded_at_, demanded_in_;
+  int64_t step_ = 0, tick_ = 0;
+};
+
+// Expert Buffering's protection of the current batch with a better choice among the
+// rest: evict, among the resident experts the current batch does not use, the one with
+// the lowest decayed frequency (as LfuDecayPolicy, ties to the least recently used);
+// when the batch uses every resident expert, the most recently loaded (as Expert
+// Buffering). Large batches that need more experts than fit then cycle through one slot
+// instead of flushing the cache, and single tokens keep the popular experts.
+class BatchAwareLfuPolicy : public EvictionPolicy {
+ public:
+  BatchAwareLfuPolicy(int n_units, double decay) : lfu_(n_units, decay), eb_(n_units), demanded_in_(n_units, -1) {}
+  std::string name() const override { return "eb-lfu"; }
+  void begin_step() override;
+  void note_demand(std::span<const int> units) override;
+  void on_access(int unit, bool hit) override;
+  int victim(std::span<const int> resident) override;
+
+ private:
+  LfuDecayPolicy lfu_;
+  ExpertBufferingPolicy eb_;
+  std::vector<int64_t> demanded_in_;
+  std::vector<int> candidates_;
+  int64_t step_ = 0;
+};
+
+// Belady's MIN, the offline optimum for demand paging: evict the unit whose next request
+// lies furthest in the future (or never comes). `requests` is the complete sequence of
+// unit requests in the order access() will see them; an access out of that order throws.
+class BeladyPolicy : public EvictionPolicy {
+ public:
+  BeladyPolicy(int n_units, const std::vector<int>& requests);
+  std::string name() const override { return "belady"; }
+  void on_access(int unit, bool hit) override;
+  int victim(std::span<const int> resident) override;
+
+ private:
+  std::vector<int64_t> next_;      // per request: the index of the same unit's next request
+  std::vector<int64_t> next_use_;  // per unit: its next request index (INT64_MAX: none)
+  std::vector<int> requests_;
+  int64_t pos_ = 0;
+};
+
+enum class CacheScope { PerLayer, Global };
+
+// Per-step decay of the LFU frequencies (a half-life of about 34 steps); see
+// docs/expert-buffering.md for the sweep behind it.
+inline constexpr double kDefaultLfuDecay = 0.98;
+
+// Residency of units in pools of `capacity` experts: one pool per MoE layer, or a single
+// pool shared by all layers.
+class ExpertCache {
+ public:
+  ExpertCache(int n_layers, int n_expert, CacheScope scope, int capacity, std::unique_ptr<EvictionPolicy> policy);
+
+  struct Access {
+    bool hit = false;
+    int evicted = -1;  // the unit evicted to make room, or -1
+  };
+  void begin_step() { policy_->begin_step(); }
+  void note_demand(std::span<const int> units) { policy_->note_demand(units); }
+  Access access(int unit);
+  bool resident(int unit) const { return slot_[unit] >= 0; }
+  int capacity() const { return capacity_; }
+  int n_units() const { return static_cast<int>(slot_.size()); }
+  EvictionPolicy& policy() { return *policy_; }
+
+ private:
+  int n_expert_;
+  CacheScope scope_;
+  int capacity_;
+  std::unique_ptr<EvictionPolicy> policy_;
+  std::vector<std::vector<int>> pools_;  // resident units per pool
+  std::vector<int> slot_;                // unit -> index in its pool, -1 if not resident
+};
+
+// The online policies by name: "lru", "lfu-decay", "expert-buffering", "eb-lfu". Throws sy::Error
+// naming the valid choices for anything else (Belady needs the future: build it directly).
+std::unique_ptr<EvictionPolicy> make_policy(const std::string& name, int n_units, double lfu_decay = kDefaultLfuDecay);
+std::vector<std::string> online_policy_names();
+
+}  // namespace sy

@@ -1,0 +1,72 @@
+#include "experts/direct_reader.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "base/error.h"
+
+namespace sy {
+
+DirectReader::DirectReader(const std::string& path, int io_threads) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+  direct_ = fd_ >= 0;
+  if (!direct_) fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) throw Error(path + ": cannot open for expert loading: " + std::strerror(errno));
+  for (int i = 0; i < io_threads; ++i) threads_.emplace_back([this] { loop(); });
+}
+
+DirectReader::~DirectReader() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+  if (fd_ >= 0) ::close(fd_);
+}
+
+const uint8_t* DirectReader::read(uint8_t* buf, uint64_t offset, size_t len) const {
+  const uint64_t start = offset / kAlign * kAlign;
+  const uint64_t end = (offset + len + kAlign - 1) / kAlign * kAlign;
+  size_t done = 0;
+  const size_t want = static_cast<size_t>(end - start);
+  while (done < want) {
+    const ssize_t n = ::pread(fd_, buf + done, want - done, static_cast<off_t>(start + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw Error(path_ + ": expert read failed at offset " + std::to_string(start + done) + ": " + std::strerror(errno));
+    }
+    if (n == 0) break;  // end of file: the last tensor need not fill the aligned tail
+    done += static_cast<size_t>(n);
+  }
+  if (done < offset - start + len) throw Error(path_ + ": expert data past the end of the file (truncated?)");
+  if (!direct_) ::posix_fadvise(fd_, static_cast<off_t>(start), static_cast<off_t>(want), POSIX_FADV_DONTNEED);
+  return buf + (offset - start);
+}
+
+void DirectReader::submit(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+}
+
+void DirectReader::loop() {
+  for (;;) {
+    std::function<void()> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    job();
+  }
+}
+
+}  // namespace sy

@@ -1,0 +1,51 @@
+// Reads byte ranges of a file with O_DIRECT, so the slow tier really is the disk and the
+// OS page cache does not hide the cost (falls back to buffered reads plus
+// POSIX_FADV_DONTNEED where the file system refuses O_DIRECT, e.g. tmpfs). Reads run on a
+// few I/O threads so that several expert loads are in flight at once.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace sy {
+
+class DirectReader {
+ public:
+  static constexpr size_t kAlign = 4096;
+
+  DirectReader(const std::string& path, int io_threads);
+  ~DirectReader();
+  DirectReader(const DirectReader&) = delete;
+  DirectReader& operator=(const DirectReader&) = delete;
+
+  // Bytes a buffer needs to receive `len` bytes at any file offset (alignment slack).
+  static size_t span_bytes(size_t len) { return (len + 2 * kAlign - 1) / kAlign * kAlign + kAlign; }
+  // Reads [offset, offset + len) into `buf` (kAlign-aligned, span_bytes(len) long) and
+  // returns where the bytes start inside it. Runs on the calling thread; throws sy::Error.
+  const uint8_t* read(uint8_t* buf, uint64_t offset, size_t len) const;
+  // Runs `job` on an I/O thread.
+  void submit(std::function<void()> job);
+
+  bool direct() const { return direct_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  void loop();
+
+  std::string path_;
+  int fd_ = -1;
+  bool direct_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace sy

@@ -1,0 +1,338 @@
+#include "experts/tiered_expert_store.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "base/error.h"
+#include "experts/trace.h"
+#include "formats/gguf_reader.h"
+#include "kernels/cpu/packed.h"
+#include "kernels/cpu/weight_prep.h"
+#include "model/hparams.h"
+
+namespace sy {
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Passes every call to the configured policy but never offers it a pinned unit (one that
+// the running layer uses, or that is still loading).
+class PinAwarePolicy : public EvictionPolicy {
+ public:
+  PinAwarePolicy(std::unique_ptr<EvictionPolicy> inner, std::function<bool(int)> pinned)
+      : inner_(std::move(inner)), pinned_(std::move(pinned)) {}
+  std::string name() const override { return inner_->name(); }
+  void begin_step() override { inner_->begin_step(); }
+  void note_demand(std::span<const int> units) override { inner_->note_demand(units); }
+  void on_access(int unit, bool hit) override { inner_->on_access(unit, hit); }
+  void on_evict(int unit) override { inner_->on_evict(unit); }
+  int victim(std::span<const int> resident) override {
+    free_.clear();
+    for (int u : resident) {
+      if (!pinned_(u)) free_.push_back(u);
+    }
+    if (free_.empty()) throw Error("expert cache: every resident expert is in use (internal error)");
+    return inner_->victim(free_);
+  }
+
+ private:
+  std::unique_ptr<EvictionPolicy> inner_;
+  std::function<bool(int)> pinned_;
+  std::vector<int> free_;
+};
+
+}  // namespace
+
+size_t parse_expert_cache_size(const std::string& s, size_t all_expert_bytes) {
+  const std::string err = "--expert-cache '" + s + "': expected bytes (1073741824), a size (512MB, 2GB) or a fraction of the experts (0.25, 25%)";
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    throw Error(err);
+  }
+  std::string unit = s.substr(used);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  double bytes = 0;
+  if (unit.empty()) bytes = v <= 1.0 ? v * static_cast<double>(all_expert_bytes) : v;
+  else if (unit == "%") bytes = v / 100.0 * static_cast<double>(all_expert_bytes);
+  else if (unit == "B") bytes = v;
+  else if (unit == "K" || unit == "KB" || unit == "KIB") bytes = v * 1024;
+  else if (unit == "M" || unit == "MB" || unit == "MIB") bytes = v * 1024 * 1024;
+  else if (unit == "G" || unit == "GB" || unit == "GIB") bytes = v * 1024 * 1024 * 1024;
+  else throw Error(err);
+  if (!(bytes > 0) || !std::isfinite(bytes)) throw Error(err);
+  return static_cast<size_t>(bytes);
+}
+
+TieredExpertStore::TieredExpertStore(const GgufFile& f, const HParams& hp, const TieredStoreOptions& opt)
+    : hp_(hp), n_expert_(hp.n_expert) {
+  int n_moe = 0;
+  for (int il = 0; il < hp.n_layer; ++il) moe_index_.push_back(hp.layer_is_moe(il) ? n_moe++ : -1);
+  const int64_t d = hp.n_embd, ff = hp.n_ff_exp;
+  size_t unit_bytes = 0;
+  for (int il = 0; il < hp.n_layer; ++il) {
+    if (moe_index_[il] < 0) continue;
+    const std::string p = "blk." + std::to_string(il) + ".";
+    const char* names[3] = {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"};
+    const int64_t cols[3] = {d, d, ff}, rows[3] = {ff, ff, d};
+    for (int e = 0; e < n_expert_; ++e) {
+      Source s;
+      for (int i = 0; i < 3; ++i) {
+        const GgufTensorInfo* t = f.find_tensor(p + names[i]);
+        if (!t) throw Error(f.path() + ": --expert-cache needs the 3-D expert tensors (missing '" + p + names[i] + "')");
+        if (t->shape != std::vector<int64_t>{cols[i], rows[i], n_expert_}) throw Error(f.path() + ": tensor '" + t->name + "' has an unexpected shape");
+        s.m[i] = WeightMatrix{t->dtype, rows[i], cols[i], nullptr, t->name};
+        s.offset[i] = f.data_offset() + t->offset + s.m[i].bytes() * static_cast<size_t>(e);
+      }
+      unit_bytes = std::max(unit_bytes, s.m[0].bytes() + s.m[1].bytes() + s.m[2].bytes());
+      sources_.push_back(s);
+    }
+  }
+  const int n_units = static_cast<int>(sources_.size());
+  const int64_t cap = std::min<int64_t>(n_units, static_cast<int64_t>(opt.budget_bytes / std::max<size_t>(1, unit_bytes)));
+  if (cap < 1) {
+    throw Error("--expert-cache " + std::to_string(opt.budget_bytes) + " bytes holds no expert (one expert is " +
+                std::to_string(unit_bytes) + " bytes); give at least that much");
+  }
+  reader_ = std::make_unique<DirectReader>(f.path(), opt.io_threads);
+  slots_.resize(static_cast<size_t>(cap));
+  for (Slot& s : slots_) {
+    for (int i = 0; i < 3; ++i) {
+      const size_t len = sources_[0].m[i].bytes();
+      s.buf[i] = arena_.allocate(DirectReader::span_bytes(len), DirectReader::kAlign);
+    }
+  }
+  slot_of_.assign(n_units, -1);
+  planned_.assign(n_units, 0);
+  prefetched_.assign(n_units, 0);
+  auto policy = make_policy(opt.policy, n_units);
+  policy_name_ = policy->name();
+  cache_ = std::make_unique<ExpertCache>(n_moe, n_expert_, CacheScope::Global, static_cast<int>(cap),
+                                         std::make_unique<PinAwarePolicy>(std::move(policy), [this](int u) {
+                                           return slot_of_[u] >= 0 && !evictable(slots_[slot_of_[u]]);
+                                         }));
+  if (!opt.profile.empty()) pin_profile(opt.profile, static_cast<int>(cap / 2));
+}
+
+TieredExpertStore::~TieredExpertStore() {
+  // Loads still in flight write into slots: wait for them before the arena goes.
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    ready_.wait(lock, [&] {
+      return std::none_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.state == State::Loading; });
+    });
+  }
+  reader_.reset();  // joins the I/O threads before anything they touch goes away
+}
+
+int TieredExpertStore::unit_of(int layer, int expert) const {
+  const int m = layer >= 0 && layer < static_cast<int>(moe_index_.size()) ? moe_index_[layer] : -1;
+  if (m < 0 || expert < 0 || expert >= n_expert_) throw Error("expert store: layer " + std::to_string(layer) + " expert " + std::to_string(expert) + " does not exist");
+  return m * n_expert_ + expert;
+}
+
+size_t TieredExpertStore::expert_bytes(int layer, int expert) const {
+  const Source& s = sources_[unit_of(layer, expert)];
+  return s.m[0].bytes() + s.m[1].bytes() + s.m[2].bytes();
+}
+
+int TieredExpertStore::claim_slot(int unit) {
+  if (used_slots_ == capacity() &&
+      std::none_of(slots_.begin(), slots_.end(), [](const Slot& s) { return evictable(s); })) {
+    return -1;
+  }
+  const ExpertCache::Access a = cache_->access(unit);
+  int slot;
+  if (a.evicted >= 0) {
+    slot = slot_of_[a.evicted];
+    slot_of_[a.evicted] = -1;
+    prefetched_[a.evicted] = 0;
+  } else {
+    slot = used_slots_++;
+  }
+  slot_of_[unit] = slot;
+  slots_[slot].unit = unit;
+  slots_[slot].state = State::Empty;
+  return slot;
+}
+
+void TieredExpertStore::load(int slot) {
+  Slot& s = slots_[slot];
+  const Source& src = sources_[s.unit];
+  const double t0 = now_seconds();
+  FfnWeights w;
+  std::string error;
+  try {
+    WeightMatrix* out[3] = {&w.gate, &w.up, &w.down};
+    for (int i = 0; i < 3; ++i) {
+      *out[i] = src.m[i];
+      out[i]->data = reader_->read(s.buf[i], src.offset[i], src.m[i].bytes());
+      // The same layout the resident store uses, so results are bit-identical.
+      if (cpu::packing_enabled() && cpu::packable(out[i]->dtype) && cpu::packed_groups(out[i]->cols) > 0) {
+        auto* p = const_cast<uint8_t*>(out[i]->data);
+        for (int64_t r = 0; r < out[i]->rows; ++r) cpu::pack_row(out[i]->dtype, p + r * out[i]->row_bytes(), p + r * out[i]->row_bytes(), out[i]->cols);
+        out[i]->packed = true;
+      }
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  const double t1 = now_seconds();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s.w = w;
+    s.error = error;
+    s.state = error.empty() ? State::Ready : State::Failed;
+    stats_.read_seconds += t1 - t0;
+    stats_.bytes_read += static_cast<int64_t>(w.bytes());
+    stats_.loads++;
+    ready_.notify_all();
+  }
+}
+
+void TieredExpertStore::start_load(int slot, bool async) {
+  slots_[slot].state = State::Loading;
+  if (async) {
+    reader_->submit([this, slot] { load(slot); });
+  } else {
+    mu_.unlock();
+    load(slot);
+    mu_.lock();
+  }
+}
+
+void TieredExpertStore::wait_ready(int slot, std::unique_lock<std::mutex>& lock) {
+  if (slots_[slot].state == State::Loading) {
+    const double t0 = now_seconds();
+    ready_.wait(lock, [&] { return slots_[slot].state != State::Loading; });
+    stats_.wait_seconds += now_seconds() - t0;
+  }
+  if (slots_[slot].state == State::Failed) throw Error(slots_[slot].error);
+}
+
+void TieredExpertStore::begin_step() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cache_->begin_step();
+}
+
+void TieredExpertStore::plan_layer(int layer, const std::vector<int32_t>& experts,
+                                   std::vector<std::vector<int32_t>>& groups) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<int> units;
+  for (int32_t e : experts) units.push_back(unit_of(layer, e));
+  cache_->note_demand(units);
+  std::vector<int32_t> hits, loading, deferred;
+  // Resident ones first: pinned so that loading the others cannot evict them.
+  for (size_t i = 0; i < experts.size(); ++i) {
+    const int u = units[i];
+    if (slot_of_[u] < 0) continue;
+    cache_->access(u);
+    Slot& s = slots_[slot_of_[u]];
+    if (s.pins++ == 0) pinned_++;
+    planned_[u] = 1;
+    stats_.hits++;
+    if (prefetched_[u]) {
+      stats_.prefetch_used++;
+      prefetched_[u] = 0;
+    }
+    (s.state == State::Ready ? hits : loading).push_back(experts[i]);
+  }
+  // Then the missing ones, loading in parallel while the resident ones compute.
+  for (size_t i = 0; i < experts.size(); ++i) {
+    const int u = units[i];
+    if (planned_[u]) continue;
+    stats_.misses++;
+    const int slot = claim_slot(u);
+    if (slot < 0) {
+      deferred.push_back(experts[i]);
+      continue;
+    }
+    Slot& s = slots_[slot];
+    if (s.pins++ == 0) pinned_++;
+    planned_[u] = 1;
+    start_load(slot, true);
+    loading.push_back(experts[i]);
+  }
+  groups.clear();
+  if (!hits.empty()) groups.push_back(hits);
+  if (!loading.empty()) groups.push_back(loading);
+  // More experts than slots: one at a time once the groups before have been released.
+  for (int32_t e : deferred) groups.push_back({e});
+}
+
+FfnWeights TieredExpertStore::acquire(int layer, int expert) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const int u = unit_of(layer, expert);
+  if (!planned_[u]) {  // deferred by plan_layer, or a caller that did not plan
+    int slot = slot_of_[u];
+    if (slot < 0) {
+      slot = claim_slot(u);
+      if (slot < 0) throw Error("expert store: no free slot (release experts before acquiring more)");
+      start_load(slot, false);
+    }
+    if (slots_[slot].pins++ == 0) pinned_++;
+    planned_[u] = 1;
+  }
+  const int slot = slot_of_[u];
+  wait_ready(slot, lock);
+  return slots_[slot].w;
+}
+
+void TieredExpertStore::release(int layer, int expert) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int u = unit_of(layer, expert);
+  if (!planned_[u]) return;
+  planned_[u] = 0;
+  Slot& s = slots_[slot_of_[u]];
+  if (--s.pins == 0) pinned_--;
+}
+
+void TieredExpertStore::prefetch(int layer, const std::vector<int32_t>& experts) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int32_t e : experts) {
+    const int u = unit_of(layer, e);
+    if (slot_of_[u] >= 0) continue;
+    const int slot = claim_slot(u);
+    if (slot < 0) return;
+    prefetched_[u] = 1;
+    stats_.prefetch_issued++;
+    start_load(slot, true);
+  }
+}
+
+void TieredExpertStore::pin_profile(const std::string& path, int n_pin) {
+  const Trace t = read_trace(path);
+  if (t.info.n_expert != n_expert_ || t.info.n_moe() != static_cast<int>(sources_.size()) / n_expert_) {
+    throw Error(path + ": --expert-profile trace is for a model with " + std::to_string(t.info.n_moe()) + " MoE layers of " +
+                std::to_string(t.info.n_expert) + " experts, this one has " + std::to_string(sources_.size() / n_expert_) +
+                " of " + std::to_string(n_expert_));
+  }
+  std::vector<double> load(sources_.size(), 0.0);
+  for (int64_t s = 0; s < t.n_steps(); ++s)
+    for (int m = 0; m < t.info.n_moe(); ++m)
+      for (int e = 0; e < n_expert_; ++e) load[m * n_expert_ + e] += t.count(s, m, e);
+  std::vector<int> order(load.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return load[a] > load[b]; });
+  std::unique_lock<std::mutex> lock(mu_);
+  for (int i = 0; i < n_pin && i < static_cast<int>(order.size()); ++i) {
+    if (load[order[i]] <= 0) break;
+    const int slot = claim_slot(order[i]);
+    if (slot < 0) break;
+    slots_[slot].permanent = true;
+    slots_[slot].pins = 1;
+    pinned_++;
+    start_load(slot, true);
+  }
+  ready_.wait(lock, [&] {
+    return std::none_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.state == State::Loading; });
+  });
+}
+
+}  // namespace sy

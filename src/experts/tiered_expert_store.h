@@ -1,0 +1,115 @@
+// Expert buffering ("Towards MoE Deployment"): only a budget of experts stays in RAM, in
+// preallocated slots; the others are read from the GGUF file on demand with direct I/O
+// (the CPU's slow tier is the disk; the CUDA backend will put GPU memory over host
+// memory behind the same interface). Which expert to evict is an EvictionPolicy
+// (experts/cache_policy.h). Non-expert weights stay resident.
+//
+// Per MoE layer the store first pins the experts the step needs that are resident (they
+// run at once) and starts loading the missing ones on I/O threads, so loads overlap the
+// resident experts' compute; predicted experts of the next layer can be prefetched too.
+// Outputs are bit-identical to the all-resident store: the same bytes, packed the same way.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/weight_arena.h"
+#include "experts/cache_policy.h"
+#include "experts/direct_reader.h"
+#include "experts/expert_store.h"
+
+namespace sy {
+
+class GgufFile;
+struct HParams;
+
+struct TieredStoreOptions {
+  size_t budget_bytes = 0;        // RAM for resident experts
+  std::string policy = "lfu-decay";
+  int io_threads = 4;
+  std::string profile;            // trace whose hottest experts are pinned at start-up
+  bool predictive_prefetch = true;
+};
+
+// Parses an --expert-cache value: bytes ("123456"), with a unit ("512MB", "2GB", "1.5GiB"),
+// or a fraction of all expert bytes ("0.25", "25%"). Throws sy::Error naming the flag.
+size_t parse_expert_cache_size(const std::string& s, size_t all_expert_bytes);
+
+struct ExpertStoreStats {
+  int64_t hits = 0;            // needed experts that were resident when their layer came
+  int64_t misses = 0;
+  int64_t prefetch_issued = 0;
+  int64_t prefetch_used = 0;   // prefetched experts that the next layer needed
+  int64_t bytes_read = 0;
+  double read_seconds = 0;     // summed over loads (they overlap)
+  double wait_seconds = 0;     // time the compute thread waited for loads
+  int64_t loads = 0;
+};
+
+class TieredExpertStore : public ExpertStore {
+ public:
+  TieredExpertStore(const GgufFile& f, const HParams& hp, const TieredStoreOptions& opt);
+  ~TieredExpertStore() override;
+
+  void plan_layer(int layer, const std::vector<int32_t>& experts, std::vector<std::vector<int32_t>>& groups) override;
+  FfnWeights acquire(int layer, int expert) override;
+  void release(int layer, int expert) override;
+  void prefetch(int layer, const std::vector<int32_t>& experts) override;
+  void begin_step() override;
+  size_t expert_bytes(int layer, int expert) const override;
+
+  int capacity() const { return static_cast<int>(slots_.size()); }
+  const ExpertStoreStats& stats() const { return stats_; }
+  const std::string& policy_name() const { return policy_name_; }
+  bool direct_io() const { return reader_->direct(); }
+
+ private:
+  struct Source {             // where a unit's three matrices are in the file
+    WeightMatrix m[3];        // gate, up, down; data = null
+    uint64_t offset[3];
+  };
+  enum class State { Empty, Loading, Ready, Failed };
+  struct Slot {
+    uint8_t* buf[3] = {};
+    int unit = -1;
+    State state = State::Empty;
+    int pins = 0;
+    bool permanent = false;
+    FfnWeights w;
+    std::string error;
+  };
+
+  // Neither in use by the running layer nor still loading.
+  static bool evictable(const Slot& s) { return s.pins == 0 && s.state != State::Loading; }
+  int unit_of(int layer, int expert) const;
+  // A slot for `unit`, evicting by policy among unpinned slots; -1 if every slot is pinned.
+  int claim_slot(int unit);
+  void start_load(int slot, bool async);
+  void load(int slot);
+  void wait_ready(int slot, std::unique_lock<std::mutex>& lock);
+  void pin_profile(const std::string& path, int n_pin);
+
+  const HParams& hp_;
+  std::vector<int> moe_index_;  // layer -> MoE layer index or -1
+  int n_expert_;
+  std::vector<Source> sources_;
+  std::unique_ptr<DirectReader> reader_;
+  WeightArena arena_;
+  std::vector<Slot> slots_;
+  std::vector<int> slot_of_;     // unit -> slot, -1 when not resident
+  std::vector<uint8_t> planned_, prefetched_;
+  std::unique_ptr<ExpertCache> cache_;
+  std::string policy_name_;
+  int pinned_ = 0;               // slots with pins > 0
+  int used_slots_ = 0;
+
+  mutable std::mutex mu_;
+  std::condition_variable ready_;
+  ExpertStoreStats stats_;
+};
+
+}  // namespace sy

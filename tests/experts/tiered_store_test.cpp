@@ -1,0 +1,99 @@
+// The expert-buffering store gives bit-identical logits to the all-resident model whatever
+// the cache size (one expert per layer, 25%, 100%), counts hits and misses, and rejects
+// bad sizes with a clear message.
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "model/model.h"
+#include "model/synth.h"
+#include "runtime/session.h"
+#include "support/shared_data.h"
+#include "support/temp_file.h"
+
+namespace sy {
+namespace {
+
+std::vector<float> run(const Model& m, const std::vector<int32_t>& prompt, int gen) {
+  ThreadPool pool(2);
+  Session s(m, pool, 128);
+  s.eval(prompt, true);
+  const int64_t nv = m.hparams().n_vocab;
+  std::vector<float> out(s.logits(0), s.logits(0) + prompt.size() * nv);
+  // Then a few greedy steps through the KV cache: every step routes anew.
+  for (int i = 0; i < gen; ++i) {
+    const float* l = s.logits(0);
+    s.eval({static_cast<int32_t>(std::max_element(l, l + nv) - l)});
+    out.insert(out.end(), s.logits(0), s.logits(0) + nv);
+  }
+  return out;
+}
+
+// Budgets: one expert per MoE layer, 25% and 100% of all expert bytes.
+std::vector<std::string> budgets(const Model& m) {
+  const HParams& h = m.hparams();
+  const size_t unit = m.all_expert_bytes() / (static_cast<size_t>(h.n_expert) * (h.n_layer - h.n_layer_dense_lead));
+  return {std::to_string(unit * (h.n_layer - h.n_layer_dense_lead)), "0.25", "100%"};
+}
+
+void expect_identical(const std::string& path, const std::vector<int32_t>& prompt) {
+  auto resident = Model::load(path);
+  const auto want = run(*resident, prompt, 6);
+  for (const std::string& b : budgets(*resident)) {
+    for (bool prefetch : {true, false}) {
+      ModelOptions o;
+      o.expert_cache = b;
+      o.tiered.predictive_prefetch = prefetch;
+      auto tiered = Model::load(path, o);
+      ASSERT_NE(tiered->tiered_experts(), nullptr);
+      EXPECT_EQ(run(*tiered, prompt, 6), want) << path << " cache " << b << " prefetch " << prefetch;
+      const ExpertStoreStats& st = tiered->tiered_experts()->stats();
+      EXPECT_GT(st.hits + st.misses, 0);
+      if (b == "100%") EXPECT_LE(st.misses, tiered->tiered_experts()->capacity());  // only cold misses
+      else EXPECT_GT(st.misses, 0);
+    }
+  }
+}
+
+TEST(ExpertStore, IdenticalLogitsDefaultModel) {
+  expect_identical(std::string(SY_SOURCE_DIR) + "/models/tiny-mixtral-f16.gguf", {1, 450, 7458, 411, 23226, 338});
+}
+
+TEST(ExpertStore, IdenticalLogitsPackedQ4_0) {
+  // Row length 256 so that the Q4_0 experts use the packed layout where the CPU has it.
+  SynthOptions o;
+  o.shape = synth_preset("tiny").shape;
+  o.shape.arch = "olmoe";
+  o.shape.n_embd = 256;
+  o.shape.n_head = 4;
+  o.shape.n_head_kv = 4;
+  o.shape.n_ff = 256;
+  o.shape.n_expert = 16;
+  o.shape.n_expert_used = 4;
+  o.type = DType::Q4_0;
+  o.router_skew = 0.5;
+  test::TempFile f;
+  ThreadPool pool(2);
+  write_synth_model(f.path(), o, pool);
+  expect_identical(f.path(), {3, 17, 99, 5, 42, 7, 250, 11});
+}
+
+TEST(ExpertStore, RejectsBadSizes) {
+  const std::string path = std::string(SY_SOURCE_DIR) + "/models/tiny-mixtral-f16.gguf";
+  for (const char* bad : {"abc", "12XB", "-1", "0", "1KB"}) {
+    ModelOptions o;
+    o.expert_cache = bad;
+    try {
+      Model::load(path, o);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("expert"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(parse_expert_cache_size("2GB", 100), size_t{2} << 30);
+  EXPECT_EQ(parse_expert_cache_size("0.5", 1000), 500u);
+  EXPECT_EQ(parse_expert_cache_size("25%", 1000), 250u);
+  EXPECT_EQ(parse_expert_cache_size("4096", 1000), 4096u);
+}
+
+}  // namespace
+}  // namespace sy
