@@ -32,15 +32,15 @@ std::vector<int> parse_int_list(const std::string& s, const char* flag) {
 
 void add_bench(CLI::App& app) {
   struct Args {
-    std::string model, batches = "1";
+    ModelArgs m;
+    std::string batches = "1";
     BenchOptions o;
     bool json = false;
   };
   auto a = std::make_shared<Args>();
   CLI::App* c = app.add_subcommand("bench", "Memory bandwidth, prefill and decode speed, dynamic vs static MoE gating");
   c->footer("Example: switchyard bench -m olmoe-q4_0.gguf --batch 1,8,16,32 --prompt 512 --gen 32 --json");
-  c->add_option("-m,--model", a->model, "GGUF model file")->required();
-  c->add_option("-t,--threads", a->o.threads, "Worker threads (default: all cores)")->check(CLI::Range(1, 1024));
+  a->m.add_to(*c);
   c->add_option("--batch", a->batches, "Decode batch sizes, comma-separated (concurrent sequences)");
   c->add_option("--prompt", a->o.prompt, "Prefill length in tokens (0 = skip)")->check(CLI::Range(0, 1 << 16));
   c->add_option("--gen", a->o.gen, "Decode steps per batch size")->check(CLI::Range(1, 1 << 16));
@@ -50,7 +50,8 @@ void add_bench(CLI::App& app) {
   c->callback([a] {
     a->o.batches = parse_int_list(a->batches, "--batch");
     a->o.skip_prefill = a->o.prompt == 0;
-    auto model = Model::load(a->model);
+    a->o.threads = a->m.threads;
+    auto model = load_model(a->m);
     auto log = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
     const auto j = run_benchmark(*model, a->o, log);
     if (a->json) std::printf("%s\n", j.dump(2).c_str());

@@ -3,12 +3,17 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <fstream>
+#include <mutex>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
 
+#include "experts/direct_reader.h"
 #include "kernels/cpu/packed.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/stream_read.h"
@@ -67,6 +72,33 @@ double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int passes) {
   return best;
 }
 
+double measure_direct_read_bandwidth(const std::string& path, size_t bytes, int io_threads) {
+  DirectReader reader(path, io_threads);
+  const size_t chunk = size_t{4} << 20;
+  std::ifstream probe(path, std::ios::binary | std::ios::ate);
+  const size_t file = static_cast<size_t>(probe.tellg());
+  const size_t total = std::min(bytes, file / chunk * chunk);
+  if (total == 0) return 0;
+  WeightArena arena;
+  std::vector<uint8_t*> bufs;
+  for (int i = 0; i < io_threads; ++i) bufs.push_back(arena.allocate(DirectReader::span_bytes(chunk), DirectReader::kAlign));
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::condition_variable cv;
+  int running = io_threads;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < io_threads; ++i) {
+    reader.submit([&, i] {
+      for (size_t off; (off = next.fetch_add(chunk)) < total;) reader.read(bufs[i], off, chunk);
+      std::lock_guard<std::mutex> lock(mu);
+      if (--running == 0) cv.notify_all();
+    });
+  }
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return running == 0; });
+  return total / seconds_since(t0) / 1e9;
+}
+
 nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
                              const std::function<void(const std::string&)>& log) {
   using nlohmann::json;
@@ -84,6 +116,16 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
   const double bw = measure_read_bandwidth(pool, opt.bandwidth_bytes);
   out["bandwidth_gbps"] = {{"threads_1", bw1}, {"threads_all", bw}};
   log("  read bandwidth: " + std::to_string(bw1) + " GB/s (1 thread), " + std::to_string(bw) + " GB/s (" + std::to_string(pool.size()) + " threads)");
+
+  TieredExpertStore* tiered = model.tiered_experts();
+  double disk_bw = 0;
+  if (tiered) {
+    log("measuring direct-I/O read bandwidth of the model file...");
+    disk_bw = measure_direct_read_bandwidth(model.file().path(), size_t{2} << 30, 4);
+    out["expert_cache"] = {{"slots", tiered->capacity()}, {"policy", tiered->policy_name()}, {"direct_io", tiered->direct_io()},
+                           {"disk_read_gbps", disk_bw}};
+    log("  direct read: " + std::to_string(disk_bw) + " GB/s; cache of " + std::to_string(tiered->capacity()) + " experts, policy " + tiered->policy_name());
+  }
 
   const double flops_tok = flops_per_token(model);
   const size_t dense_bytes = model.dense_weight_bytes();
@@ -124,6 +166,7 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
     }
     double expert_bytes = 0, active = 0;
     f.reset_profile();
+    const ExpertStoreStats before = tiered ? tiered->stats() : ExpertStoreStats{};
     const auto t0 = Clock::now();
     for (int step = 0; step < opt.gen; ++step) {
       b.clear();
@@ -146,6 +189,25 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
     const StepProfile& p = f.profile();
     row["time_split_ms_per_step"] = {{"attention", 1e3 * p.attention / p.steps}, {"moe", 1e3 * p.moe / p.steps},
                                      {"dense_ffn_and_shared", 1e3 * p.ffn / p.steps}, {"output", 1e3 * p.output / p.steps}};
+    if (tiered) {
+      const ExpertStoreStats& a = tiered->stats();
+      // Hits that a prefetch brought in count as prefetched, not as cache hits.
+      const double pre = static_cast<double>(a.prefetch_used - before.prefetch_used);
+      const double hits = a.hits - before.hits - pre, misses = a.misses - before.misses;
+      const double read = static_cast<double>(a.bytes_read - before.bytes_read);
+      const double per_token = read / (B * opt.gen);
+      const double disk_bound_tps = per_token > 0 ? disk_bw * 1e9 / per_token : 0;
+      row["expert_cache"] = {{"hit_rate", hits / std::max(1.0, hits + pre + misses)},
+                             {"prefetched_rate", pre / std::max(1.0, hits + pre + misses)}, {"bytes_read_per_token", per_token},
+                             {"read_gbps", read / s / 1e9}, {"disk_bound_tokens_per_s", disk_bound_tps},
+                             {"percent_of_disk_bound", disk_bound_tps > 0 ? 100.0 * (B * opt.gen / s) / disk_bound_tps : 0.0},
+                             {"prefetch_issued", a.prefetch_issued - before.prefetch_issued},
+                             {"prefetch_used", a.prefetch_used - before.prefetch_used},
+                             {"wait_seconds", a.wait_seconds - before.wait_seconds}};
+      log("    expert cache: hit rate " + std::to_string(hits / std::max(1.0, hits + pre + misses)) + " (+" +
+          std::to_string(pre / std::max(1.0, hits + pre + misses)) + " prefetched), " + std::to_string(per_token / 1e6) +
+          " MB read per token at " + std::to_string(read / s / 1e9) + " GB/s (disk bound " + std::to_string(disk_bound_tps) + " tokens/s)");
+    }
     out["decode"].push_back(row);
     log("  batch " + std::to_string(B) + ": " + std::to_string(B * opt.gen / s) + " tokens/s, " +
         std::to_string(bytes_per_step / 1e9) + " GB touched per step, " + std::to_string(gbps) + " GB/s (" +

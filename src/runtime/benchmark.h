@@ -30,6 +30,9 @@ struct BenchOptions {
 // best of several passes.
 double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int passes = 5);
 
+// Direct-I/O read bandwidth (GB/s) of up to `bytes` of `path`, several reads in flight.
+double measure_direct_read_bandwidth(const std::string& path, size_t bytes, int io_threads);
+
 // Runs everything and returns the figures as JSON; `log` gets progress lines.
 nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
                              const std::function<void(const std::string&)>& log);
