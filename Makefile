@@ -20,7 +20,8 @@ $(BUILD)/CMakeCache.txt: | deps
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
-run: build
+run: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS) --target switchyard
 	./$(BUILD)/switchyard generate -m $(MODEL) -p "$(PROMPT)" -n 48 --temp 0
 
 test: test-release test-asan

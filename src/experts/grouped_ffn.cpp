@@ -10,7 +10,7 @@ void GroupedFfn::make_tiles(const std::vector<FfnJob>& jobs, bool down) {
   tiles_.clear();
   for (size_t j = 0; j < jobs.size(); ++j) {
     const WeightMatrix& w = down ? jobs[j].w.down : jobs[j].w.gate;
-    // ~64 KiB of weights per tile at one token; proportionally fewer rows per tile as the
+    // row_tile() of weights per tile at one token; proportionally fewer rows per tile as the
     // block grows, so tiles carry similar work (multiples of 16 rows, the kernels' tile).
     const int64_t base = cpu::row_tile(w);
     const int64_t per = std::max<int64_t>(16, base / std::max<int64_t>(1, (jobs[j].rows + 3) / 4) / 16 * 16);

@@ -47,7 +47,8 @@ void matmul_rows(const WeightMatrix& w, const PreparedInput& in, OutRows y, int6
 }
 
 int64_t row_tile(const WeightMatrix& w) {
-  const int64_t rows = std::max<int64_t>(16, (64 << 10) / std::max<size_t>(1, w.row_bytes()));
+  // 128 KiB per task: long enough streams for the hardware prefetcher to ramp up.
+  const int64_t rows = std::max<int64_t>(16, (128 << 10) / std::max<size_t>(1, w.row_bytes()));
   return rows / 16 * 16;
 }
 

@@ -46,7 +46,7 @@ class PreparedInput {
 // Rows [r0, r1) of w against every prepared input row; runs on the calling thread.
 void matmul_rows(const WeightMatrix& w, const PreparedInput& in, OutRows y, int64_t r0, int64_t r1);
 
-// Row tile size used to split a matrix into tasks (~64 KiB of weights, multiple of 16).
+// Row tile size used to split a matrix into tasks (~128 KiB of weights, multiple of 16).
 int64_t row_tile(const WeightMatrix& w);
 
 class MatmulScratch {
