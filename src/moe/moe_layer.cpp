@@ -25,15 +25,16 @@ MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const Weig
 
   if (opt.observer) opt.observer->on_routing(layer, routing_, plan_);
 
-  // Gather: row r of the gathered block is its source token's row (zeros for padding).
   const int64_t rows = plan_.n_rows();
   gathered_.resize(static_cast<size_t>(rows * d));
   expert_out_.resize(static_cast<size_t>(rows * d));
-  for (int64_t r = 0; r < rows; ++r) {
-    const int32_t t = plan_.row_token[r];
-    float* dst = gathered_.data() + r * d;
-    if (t >= 0) std::memcpy(dst, x + t * ld, d * sizeof(float));
-    else std::fill(dst, dst + d, 0.0f);
+  const bool dense = opt.gating == GatingMode::Static;
+  if (dense) {
+    dense_.build(plan_);
+    dense_.dispatch(x, ld, d, gathered_.data(), pool);
+  } else {
+    // Gather: row r of the gathered block is its source token's row.
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(gathered_.data() + r * d, x + plan_.row_token[r] * ld, d * sizeof(float));
   }
 
   // Each active expert once over its whole block, in grouped jobs (one unless the store
@@ -59,7 +60,12 @@ MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const Weig
     for (int32_t e : group) store.release(layer, e);
   }
 
-  // Combine in choice order j = 0..k-1 so the sum is the same whatever the plan.
+  if (dense) {
+    dense_.combine(expert_out_.data(), d, out, out_ld, pool);
+    stats.dropped = plan_.n_dropped();
+    return stats;
+  }
+  // Scatter-add in choice order j = 0..k-1.
   for (int64_t t = 0; t < n; ++t) {
     float* o = out + t * out_ld;
     std::fill(o, o + d, 0.0f);

@@ -1,6 +1,8 @@
-// The MoE block: route, plan (dynamic or static gating), gather each expert's tokens into
-// one contiguous block, run each active expert once over its block, then scale by the
-// gate weights and scatter-add back to token order.
+// The MoE block: route, plan, gather each expert's tokens into one contiguous block, run
+// each active expert once over its block, then scale by the gate weights and scatter-add
+// back to token order (dynamic gating). Static gating is the GShard baseline: every
+// expert runs on its full capacity block, padding included, and tokens move through
+// dense one-hot dispatch/combine einsums (moe/dense_dispatch.h).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +10,7 @@
 
 #include "experts/expert_store.h"
 #include "experts/grouped_ffn.h"
+#include "moe/dense_dispatch.h"
 #include "moe/dispatch_plan.h"
 #include "moe/routing_observer.h"
 
@@ -53,6 +56,7 @@ class MoeLayer {
   Routing routing_, predicted_;
   DispatchPlan plan_, predicted_plan_;
   std::vector<float> logits_, gathered_, expert_out_;
+  DenseDispatch dense_;
   std::vector<FfnJob> jobs_;
   std::vector<std::vector<int32_t>> groups_;
   cpu::MatmulScratch scratch_;

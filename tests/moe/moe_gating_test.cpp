@@ -3,6 +3,8 @@
 // that got no token.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "model/model.h"
 #include "runtime/session.h"
 #include "support/shared_data.h"
@@ -32,7 +34,10 @@ TEST(MoeGating, StaticWithLargeCapacityEqualsDynamic) {
   // capacity factor n_expert / k: one expert could take every token.
   const auto stat = logits_of(*m, kTokens, {GatingMode::Static, 4.0}, &dropped);
   EXPECT_EQ(dropped, 0);
-  EXPECT_EQ(dyn, stat);  // bit-identical: same rows, same kernels, same combine order
+  // Same expert rows and kernels; only the combine sums in (expert, slot) order rather
+  // than choice order, so equal up to float rounding.
+  ASSERT_EQ(dyn.size(), stat.size());
+  for (size_t i = 0; i < dyn.size(); ++i) ASSERT_NEAR(dyn[i], stat[i], 1e-5 * (1 + std::fabs(dyn[i]))) << i;
 }
 
 TEST(MoeGating, StaticWithSmallCapacityDropsTokens) {
