@@ -51,8 +51,15 @@ void add_bench(CLI::App& app) {
     a->o.batches = parse_int_list(a->batches, "--batch");
     a->o.skip_prefill = a->o.prompt == 0;
     a->o.threads = a->m.threads;
-    auto model = load_model(a->m);
     auto log = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
+    {
+      // Before loading the model, so the probe buffer does not inflate its peak memory.
+      log("measuring memory read bandwidth...");
+      ThreadPool one(1), all(a->m.n_threads());
+      a->o.bandwidth_1 = measure_read_bandwidth(one, a->o.bandwidth_bytes);
+      a->o.bandwidth_all = measure_read_bandwidth(all, a->o.bandwidth_bytes);
+    }
+    auto model = load_model(a->m);
     const auto j = run_benchmark(*model, a->o, log);
     if (a->json) std::printf("%s\n", j.dump(2).c_str());
   });

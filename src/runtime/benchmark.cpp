@@ -110,10 +110,13 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
   out["threads"] = pool.size();
   out["kernels"] = {{"dot", cpu::dot_kernels().isa}, {"packed", cpu::packed_kernels().isa}};
 
-  log("measuring memory read bandwidth...");
-  ThreadPool one(1);
-  const double bw1 = measure_read_bandwidth(one, opt.bandwidth_bytes);
-  const double bw = measure_read_bandwidth(pool, opt.bandwidth_bytes);
+  double bw1 = opt.bandwidth_1, bw = opt.bandwidth_all;
+  if (bw <= 0) {
+    log("measuring memory read bandwidth...");
+    ThreadPool one(1);
+    bw1 = measure_read_bandwidth(one, opt.bandwidth_bytes);
+    bw = measure_read_bandwidth(pool, opt.bandwidth_bytes);
+  }
   out["bandwidth_gbps"] = {{"threads_1", bw1}, {"threads_all", bw}};
   log("  read bandwidth: " + std::to_string(bw1) + " GB/s (1 thread), " + std::to_string(bw) + " GB/s (" + std::to_string(pool.size()) + " threads)");
 
@@ -252,7 +255,12 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
     }
     out["moe_layer"] = moe;
   }
+  // Model file + the largest KV cache used (the batched decode) for comparison.
+  size_t kv = 0;
+  for (int B : opt.batches) kv = std::max(kv, static_cast<size_t>(B) * (opt.batch_prompt + opt.gen + 1) * h.n_layer * (h.k_dim() + h.v_dim()) * sizeof(float));
+  kv = std::max(kv, static_cast<size_t>(opt.prompt) * h.n_layer * (h.k_dim() + h.v_dim()) * sizeof(float));
   out["peak_rss_bytes"] = peak_rss_bytes();
+  out["file_plus_kv_bytes"] = static_cast<double>(model.file().file_size() + kv);
   return out;
 }
 

@@ -24,6 +24,9 @@ struct BenchOptions {
   std::vector<double> capacity_factors = {1.0, 2.0};
   bool skip_prefill = false;
   bool skip_moe = false;
+  // Read bandwidth measured before the model was loaded (so the probe buffer does not
+  // count in the model's peak memory); 0: measure inside run_benchmark.
+  double bandwidth_1 = 0, bandwidth_all = 0;
 };
 
 // Multi-threaded read bandwidth (GB/s) of a buffer far larger than the last-level cache,
