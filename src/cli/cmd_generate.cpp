@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "cli/common.h"
+#include "experts/trace.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 
@@ -18,6 +19,7 @@ void add_generate(CLI::App& app) {
     int64_t ctx = 0;
     SamplingParams s;
     bool ignore_eos = false, no_bos = false;
+    std::string trace;
   };
   auto a = std::make_shared<Args>();
   CLI::App* c = app.add_subcommand("generate", "Generate text from a prompt (streams tokens as they come)");
@@ -35,6 +37,7 @@ void add_generate(CLI::App& app) {
   c->add_option("--seed", a->s.seed, "Random seed");
   c->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past end-of-generation tokens");
   c->add_flag("--no-bos", a->no_bos, "Do not add BOS to the prompt");
+  c->add_option("--trace-experts", a->trace, "Record each step's per-expert token counts to FILE (binary; *.jsonl: JSON lines)");
   c->callback([a] {
     a->s.validate();
     auto model = load_model(a->m);
@@ -48,6 +51,13 @@ void add_generate(CLI::App& app) {
     }
     ThreadPool pool(a->m.n_threads());
     Session session(*model, pool, n_ctx, a->m.moe());
+    std::unique_ptr<TraceWriter> trace;
+    if (!a->trace.empty()) {
+      // The prompt runs in steps of at most 512 tokens (Session::eval's default batch).
+      trace = std::make_unique<TraceWriter>(a->trace, TraceInfo::from_hparams(model->hparams(), a->m.gating == "static"),
+                                            std::min<int64_t>(n_ctx, 512));
+      session.forward().set_routing_observer(trace.get());
+    }
     Sampler sampler(a->s);
     for (int32_t t : prompt) sampler.accept(t);
 
@@ -75,6 +85,10 @@ void add_generate(CLI::App& app) {
     const double gt = std::chrono::duration<double>(t2 - t1).count();
     std::fprintf(stderr, "\nprompt: %zu tokens, %.1f tokens/s | generation: %d tokens, %.1f tokens/s | %d threads\n",
                  prompt.size(), prompt.size() / std::max(pt, 1e-9), generated, generated / std::max(gt, 1e-9), pool.size());
+    if (trace) {
+      trace->close();
+      std::fprintf(stderr, "trace: %lld steps written to %s\n", static_cast<long long>(trace->n_steps()), a->trace.c_str());
+    }
   });
 }
 

@@ -1,4 +1,5 @@
 // switchyard perplexity: llama.cpp-compatible perplexity of a text file.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -8,6 +9,7 @@
 
 #include "base/error.h"
 #include "cli/common.h"
+#include "experts/trace.h"
 #include "runtime/perplexity.h"
 
 namespace sy::cli {
@@ -18,15 +20,22 @@ void add_perplexity(CLI::App& app) {
     std::string file;
     int64_t ctx = 512;
     int64_t chunks = 0;
+    int64_t batch = 0;
+    std::string trace;
     bool json = false;
   };
   auto a = std::make_shared<Args>();
   CLI::App* c = app.add_subcommand("perplexity", "Perplexity of a text file (llama.cpp's method)");
-  c->footer("Example: switchyard perplexity -m model.gguf -f valid.txt -c 256 --json");
+  c->footer(
+      "Example: switchyard perplexity -m model.gguf -f valid.txt -c 256 --json\n"
+      "         switchyard perplexity -m model.gguf -f valid.txt -c 256 --chunks 20 --trace-experts ppl.sytrace");
   a->m.add_to(*c);
   c->add_option("-f,--file", a->file, "UTF-8 text file")->required();
   c->add_option("-c,--ctx-size", a->ctx, "Window size in tokens")->check(CLI::Range(int64_t{4}, int64_t{1} << 20));
   c->add_option("--chunks", a->chunks, "Score at most this many windows (0 = all)");
+  c->add_option("-b,--batch-size", a->batch, "Tokens per forward step within a window (default: the whole window; 1 = decode-like steps)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  c->add_option("--trace-experts", a->trace, "Record each step's per-expert token counts to FILE (binary; *.jsonl: JSON lines)");
   c->add_flag("--json", a->json, "Print the result as a JSON object");
   c->callback([a] {
     std::ifstream in(a->file, std::ios::binary);
@@ -39,11 +48,21 @@ void add_perplexity(CLI::App& app) {
     const Tokenizer& tok = model->tokenizer();
     const auto tokens = tok.encode(text, tok.add_bos_default(), false);
     ThreadPool pool(a->m.n_threads());
+    std::unique_ptr<TraceWriter> trace;
+    if (!a->trace.empty()) {
+      const int64_t step_tokens = a->batch > 0 ? std::min(a->batch, a->ctx) : a->ctx;
+      trace = std::make_unique<TraceWriter>(a->trace, TraceInfo::from_hparams(model->hparams(), a->m.gating == "static"),
+                                            step_tokens);
+    }
     const bool tty = !a->json;
     auto r = perplexity(*model, tokens, a->ctx, pool, a->m.moe(), a->chunks, [&](int64_t done, int64_t total, double ppl) {
       std::fprintf(stderr, "\r[%lld/%lld] ppl %.4f", static_cast<long long>(done), static_cast<long long>(total), ppl);
       if (done == total) std::fputc('\n', stderr);
-    });
+    }, trace.get(), a->batch);
+    if (trace) {
+      trace->close();
+      std::fprintf(stderr, "trace: %lld steps written to %s\n", static_cast<long long>(trace->n_steps()), a->trace.c_str());
+    }
     if (a->json) {
       nlohmann::json j = {{"ppl", r.ppl}, {"nll", r.nll}, {"ctx", a->ctx}, {"n_chunks", r.n_chunks},
                           {"n_scored", r.n_scored}, {"n_tokens", r.n_tokens}, {"file", a->file}};

@@ -18,7 +18,7 @@ struct ModelArgs {
   int threads = 0;  // 0: all cores
   std::string gating = "dynamic";
   double capacity_factor = 1.0;
-  std::string expert_cache, expert_policy = "lfu-decay", expert_profile;
+  std::string expert_cache, expert_policy = "eb-lfu", expert_profile;
   bool no_prefetch = false;
 
   void add_to(CLI::App& app, bool with_moe = true);

@@ -95,7 +95,9 @@ BeladyPolicy::BeladyPolicy(int n_units, const std::vector<int>& requests)
   std::vector<int64_t> upcoming(n_units, std::numeric_limits<int64_t>::max());
   for (int64_t i = static_cast<int64_t>(requests.size()) - 1; i >= 0; --i) {
     const int u = requests[i];
-    if (u < 0 || u >= n_units) throw Error("belady: request " + std::to_string(i) + " names unit " + std::to_string(u) + ", outside 0.." + std::to_string(n_units - 1));
+    if (u < 0 || u >= n_units)
+      throw Error("belady: request " + std::to_string(i) + " names unit " + std::to_string(u) +
+                  ", outside 0.." + std::to_string(n_units - 1));
     next_[i] = upcoming[u];
     upcoming[u] = i;
   }
@@ -117,16 +119,22 @@ int BeladyPolicy::victim(std::span<const int> resident) {
   return best;
 }
 
-ExpertCache::ExpertCache(int n_layers, int n_expert, CacheScope scope, int capacity, std::unique_ptr<EvictionPolicy> policy)
-    : n_expert_(n_expert), scope_(scope), capacity_(capacity), policy_(std::move(policy)),
-      pools_(scope == CacheScope::PerLayer ? n_layers : 1), slot_(size_t(n_layers) * n_expert, -1) {
+ExpertCache::ExpertCache(int n_layers, int n_expert, CacheScope scope, int capacity,
+                         std::unique_ptr<EvictionPolicy> policy)
+    : n_expert_(n_expert),
+      scope_(scope),
+      capacity_(capacity),
+      policy_(std::move(policy)),
+      pools_(scope == CacheScope::PerLayer ? n_layers : 1),
+      slot_(size_t(n_layers) * n_expert, -1) {
   if (n_layers < 1 || n_expert < 1) throw Error("expert cache: needs at least one layer and one expert");
   if (capacity < 1) throw Error("expert cache: the capacity must be at least one expert");
   if (!policy_) throw Error("expert cache: no eviction policy");
 }
 
 ExpertCache::Access ExpertCache::access(int unit) {
-  if (unit < 0 || unit >= n_units()) throw Error("expert cache: unit " + std::to_string(unit) + " is out of range");
+  if (unit < 0 || unit >= n_units())
+    throw Error("expert cache: unit " + std::to_string(unit) + " is out of range");
   Access a;
   if (slot_[unit] >= 0) {
     a.hit = true;
@@ -137,7 +145,8 @@ ExpertCache::Access ExpertCache::access(int unit) {
   if (static_cast<int>(pool.size()) >= capacity_) {
     const int v = policy_->victim(pool);
     const int at = slot_[v];
-    if (at < 0 || pool[at] != v) throw Error("expert cache: policy " + policy_->name() + " chose a victim outside the pool");
+    if (at < 0 || pool[at] != v)
+      throw Error("expert cache: policy " + policy_->name() + " chose a victim outside the pool");
     pool[at] = pool.back();
     slot_[pool[at]] = at;
     pool.pop_back();
@@ -151,7 +160,9 @@ ExpertCache::Access ExpertCache::access(int unit) {
   return a;
 }
 
-std::vector<std::string> online_policy_names() { return {"lru", "lfu-decay", "expert-buffering", "eb-lfu"}; }
+std::vector<std::string> online_policy_names() {
+  return {"lru", "lfu-decay", "expert-buffering", "eb-lfu"};
+}
 
 std::unique_ptr<EvictionPolicy> make_policy(const std::string& name, int n_units, double lfu_decay) {
   if (name == "lru") return std::make_unique<LruPolicy>(n_units);

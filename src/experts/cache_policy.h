@@ -91,7 +91,8 @@ class ExpertBufferingPolicy : public EvictionPolicy {
 // instead of flushing the cache, and single tokens keep the popular experts.
 class BatchAwareLfuPolicy : public EvictionPolicy {
  public:
-  BatchAwareLfuPolicy(int n_units, double decay) : lfu_(n_units, decay), eb_(n_units), demanded_in_(n_units, -1) {}
+  BatchAwareLfuPolicy(int n_units, double decay)
+      : lfu_(n_units, decay), eb_(n_units), demanded_in_(n_units, -1) {}
   std::string name() const override { return "eb-lfu"; }
   void begin_step() override;
   void note_demand(std::span<const int> units) override;
@@ -133,7 +134,8 @@ inline constexpr double kDefaultLfuDecay = 0.98;
 // pool shared by all layers.
 class ExpertCache {
  public:
-  ExpertCache(int n_layers, int n_expert, CacheScope scope, int capacity, std::unique_ptr<EvictionPolicy> policy);
+  ExpertCache(int n_layers, int n_expert, CacheScope scope, int capacity,
+              std::unique_ptr<EvictionPolicy> policy);
 
   struct Access {
     bool hit = false;
@@ -158,7 +160,8 @@ class ExpertCache {
 
 // The online policies by name: "lru", "lfu-decay", "expert-buffering", "eb-lfu". Throws sy::Error
 // naming the valid choices for anything else (Belady needs the future: build it directly).
-std::unique_ptr<EvictionPolicy> make_policy(const std::string& name, int n_units, double lfu_decay = kDefaultLfuDecay);
+std::unique_ptr<EvictionPolicy> make_policy(const std::string& name, int n_units,
+                                            double lfu_decay = kDefaultLfuDecay);
 std::vector<std::string> online_policy_names();
 
 }  // namespace sy

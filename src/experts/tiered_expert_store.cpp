@@ -95,11 +95,16 @@ TieredExpertStore::TieredExpertStore(const GgufFile& f, const HParams& hp, const
     }
   }
   const int n_units = static_cast<int>(sources_.size());
-  const int64_t cap = std::min<int64_t>(n_units, static_cast<int64_t>(opt.budget_bytes / std::max<size_t>(1, unit_bytes)));
-  if (cap < 1) {
-    throw Error("--expert-cache " + std::to_string(opt.budget_bytes) + " bytes holds no expert (one expert is " +
-                std::to_string(unit_bytes) + " bytes); give at least that much");
+  // One pool per MoE layer (the analysis of real traces found per-layer pools with a
+  // batch-aware policy closest to Belady's MIN; docs/expert-buffering.md).
+  const int64_t fits = static_cast<int64_t>(opt.budget_bytes / std::max<size_t>(1, unit_bytes));
+  per_layer_ = static_cast<int>(std::min<int64_t>(n_expert_, fits / n_moe));
+  if (per_layer_ < 1) {
+    throw Error("--expert-cache " + std::to_string(opt.budget_bytes) + " bytes holds " + std::to_string(fits) +
+                " experts; it needs at least one per MoE layer (" + std::to_string(n_moe) + " x " +
+                std::to_string(unit_bytes) + " bytes)");
   }
+  const int64_t cap = int64_t{per_layer_} * n_moe;
   reader_ = std::make_unique<DirectReader>(f.path(), opt.io_threads);
   slots_.resize(static_cast<size_t>(cap));
   for (Slot& s : slots_) {
@@ -113,11 +118,12 @@ TieredExpertStore::TieredExpertStore(const GgufFile& f, const HParams& hp, const
   prefetched_.assign(n_units, 0);
   auto policy = make_policy(opt.policy, n_units);
   policy_name_ = policy->name();
-  cache_ = std::make_unique<ExpertCache>(n_moe, n_expert_, CacheScope::Global, static_cast<int>(cap),
+  resident_in_layer_.assign(n_moe, 0);
+  cache_ = std::make_unique<ExpertCache>(n_moe, n_expert_, CacheScope::PerLayer, per_layer_,
                                          std::make_unique<PinAwarePolicy>(std::move(policy), [this](int u) {
                                            return slot_of_[u] >= 0 && !evictable(slots_[slot_of_[u]]);
                                          }));
-  if (!opt.profile.empty()) pin_profile(opt.profile, static_cast<int>(cap / 2));
+  if (!opt.profile.empty()) pin_profile(opt.profile, per_layer_ / 2);
 }
 
 TieredExpertStore::~TieredExpertStore() {
@@ -143,9 +149,14 @@ size_t TieredExpertStore::expert_bytes(int layer, int expert) const {
 }
 
 int TieredExpertStore::claim_slot(int unit) {
-  if (used_slots_ == capacity() &&
-      std::none_of(slots_.begin(), slots_.end(), [](const Slot& s) { return evictable(s); })) {
-    return -1;
+  const int layer = unit / n_expert_;
+  if (resident_in_layer_[layer] == per_layer_) {
+    bool any = false;
+    for (int e = 0; e < n_expert_ && !any; ++e) {
+      const int s = slot_of_[layer * n_expert_ + e];
+      any = s >= 0 && evictable(slots_[s]);
+    }
+    if (!any) return -1;
   }
   const ExpertCache::Access a = cache_->access(unit);
   int slot;
@@ -155,6 +166,7 @@ int TieredExpertStore::claim_slot(int unit) {
     prefetched_[a.evicted] = 0;
   } else {
     slot = used_slots_++;
+    resident_in_layer_[layer]++;
   }
   slot_of_[unit] = slot;
   slots_[slot].unit = unit;
@@ -272,8 +284,17 @@ FfnWeights TieredExpertStore::acquire(int layer, int expert) {
   if (!planned_[u]) {  // deferred by plan_layer, or a caller that did not plan
     int slot = slot_of_[u];
     if (slot < 0) {
-      slot = claim_slot(u);
-      if (slot < 0) throw Error("expert store: no free slot (release experts before acquiring more)");
+      // A prefetch may still be loading into this layer's only free slot: wait for it.
+      while ((slot = claim_slot(u)) < 0) {
+        const int m = u / n_expert_;
+        bool loading = false;
+        for (int e = 0; e < n_expert_; ++e) {
+          const int s = slot_of_[m * n_expert_ + e];
+          loading |= s >= 0 && slots_[s].state == State::Loading;
+        }
+        if (!loading) throw Error("expert store: every slot of layer " + std::to_string(layer) + " is in use (release experts before acquiring more)");
+        ready_.wait(lock);
+      }
       start_load(slot, false);
     }
     if (slots_[slot].pins++ == 0) pinned_++;
@@ -317,18 +338,22 @@ void TieredExpertStore::pin_profile(const std::string& path, int n_pin) {
   for (int64_t s = 0; s < t.n_steps(); ++s)
     for (int m = 0; m < t.info.n_moe(); ++m)
       for (int e = 0; e < n_expert_; ++e) load[m * n_expert_ + e] += t.count(s, m, e);
-  std::vector<int> order(load.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return load[a] > load[b]; });
   std::unique_lock<std::mutex> lock(mu_);
-  for (int i = 0; i < n_pin && i < static_cast<int>(order.size()); ++i) {
-    if (load[order[i]] <= 0) break;
-    const int slot = claim_slot(order[i]);
-    if (slot < 0) break;
-    slots_[slot].permanent = true;
-    slots_[slot].pins = 1;
-    pinned_++;
-    start_load(slot, true);
+  for (int m = 0; m < t.info.n_moe(); ++m) {
+    // The hottest n_pin experts of each layer (ties: lower id).
+    std::vector<int> order(n_expert_);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return load[m * n_expert_ + a] > load[m * n_expert_ + b]; });
+    for (int i = 0; i < n_pin && i < n_expert_; ++i) {
+      const int unit = m * n_expert_ + order[i];
+      if (load[unit] <= 0) break;
+      const int slot = claim_slot(unit);
+      if (slot < 0) break;
+      slots_[slot].permanent = true;
+      slots_[slot].pins = 1;
+      pinned_++;
+      start_load(slot, true);
+    }
   }
   ready_.wait(lock, [&] {
     return std::none_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.state == State::Loading; });

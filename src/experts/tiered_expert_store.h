@@ -29,9 +29,9 @@ struct HParams;
 
 struct TieredStoreOptions {
   size_t budget_bytes = 0;        // RAM for resident experts
-  std::string policy = "lfu-decay";
+  std::string policy = "eb-lfu";
   int io_threads = 4;
-  std::string profile;            // trace whose hottest experts are pinned at start-up
+  std::string profile;            // trace whose hottest experts (half of each layer's slots) are pinned
   bool predictive_prefetch = true;
 };
 
@@ -105,6 +105,8 @@ class TieredExpertStore : public ExpertStore {
   std::unique_ptr<ExpertCache> cache_;
   std::string policy_name_;
   int pinned_ = 0;               // slots with pins > 0
+  int per_layer_ = 0;            // slots per MoE layer
+  std::vector<int> resident_in_layer_;
   int used_slots_ = 0;
 
   mutable std::mutex mu_;

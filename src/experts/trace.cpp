@@ -5,7 +5,6 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
-
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
@@ -41,7 +40,9 @@ uint32_t crc32_update(uint32_t crc, const uint8_t* p, size_t n) {
   return ~crc;
 }
 
-size_t align4(size_t n) { return (n + 3) & ~size_t{3}; }
+size_t align4(size_t n) {
+  return (n + 3) & ~size_t{3};
+}
 
 // The checksum covers the header except its n_steps and crc fields (bytes 40..51, patched
 // at close), then every step record.
@@ -59,11 +60,15 @@ void put_u32(std::vector<uint8_t>& b, size_t at, uint32_t v) {
 void put_u64(std::vector<uint8_t>& b, size_t at, uint64_t v) {
   for (int i = 0; i < 8; ++i) b[at + i] = static_cast<uint8_t>(v >> (8 * i));
 }
-uint32_t get_u16(const uint8_t* p) { return p[0] | (uint32_t{p[1]} << 8); }
+uint32_t get_u16(const uint8_t* p) {
+  return p[0] | (uint32_t{p[1]} << 8);
+}
 uint32_t get_u32(const uint8_t* p) {
   return p[0] | (uint32_t{p[1]} << 8) | (uint32_t{p[2]} << 16) | (uint32_t{p[3]} << 24);
 }
-uint64_t get_u64(const uint8_t* p) { return get_u32(p) | (uint64_t{get_u32(p + 4)} << 32); }
+uint64_t get_u64(const uint8_t* p) {
+  return get_u32(p) | (uint64_t{get_u32(p + 4)} << 32);
+}
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -79,10 +84,13 @@ size_t record_bytes(const TraceInfo& info, int count_bytes) {
 // The checks every reader and writer applies to a header; `where` prefixes messages.
 void validate_info(const TraceInfo& info, const std::string& where) {
   auto bad = [&](const std::string& m) { throw Error(where + ": " + m); };
-  if (info.n_layer < 1 || info.n_layer > 100000) bad("n_layer " + std::to_string(info.n_layer) + " is out of range");
-  if (info.n_expert < 1 || info.n_expert > 65536) bad("n_expert " + std::to_string(info.n_expert) + " is out of range");
+  if (info.n_layer < 1 || info.n_layer > 100000)
+    bad("n_layer " + std::to_string(info.n_layer) + " is out of range");
+  if (info.n_expert < 1 || info.n_expert > 65536)
+    bad("n_expert " + std::to_string(info.n_expert) + " is out of range");
   if (info.top_k < 1 || info.top_k > info.n_expert) {
-    bad("top_k " + std::to_string(info.top_k) + " is not in 1..n_expert (" + std::to_string(info.n_expert) + ")");
+    bad("top_k " + std::to_string(info.top_k) + " is not in 1..n_expert (" + std::to_string(info.n_expert) +
+        ")");
   }
   if (info.moe_layers.empty() || info.n_moe() > info.n_layer) {
     bad("the number of MoE layers (" + std::to_string(info.n_moe()) + ") is not in 1..n_layer");
@@ -107,16 +115,18 @@ void validate_step(const TraceInfo& info, int64_t step, uint32_t tokens, const u
     for (int e = 0; e < info.n_expert; ++e) {
       const uint32_t c = counts[l * info.n_expert + e];
       if (c > tokens) {
-        throw Error(where + ": step " + std::to_string(step) + ", layer " + std::to_string(info.moe_layers[l]) +
-                    ": expert " + std::to_string(e) + " has " + std::to_string(c) + " tokens but the step has " +
-                    std::to_string(tokens) + " (corrupt data)");
+        throw Error(where + ": step " + std::to_string(step) + ", layer " +
+                    std::to_string(info.moe_layers[l]) + ": expert " + std::to_string(e) + " has " +
+                    std::to_string(c) + " tokens but the step has " + std::to_string(tokens) +
+                    " (corrupt data)");
       }
       sum += c;
     }
     if (sum > want || (!info.static_gating && sum != want)) {
       throw Error(where + ": step " + std::to_string(step) + ", layer " + std::to_string(info.moe_layers[l]) +
                   ": expert counts sum to " + std::to_string(sum) + " but " + std::to_string(tokens) +
-                  " tokens x top-" + std::to_string(info.top_k) + " = " + std::to_string(want) + " (corrupt data)");
+                  " tokens x top-" + std::to_string(info.top_k) + " = " + std::to_string(want) +
+                  " (corrupt data)");
     }
   }
 }
@@ -139,10 +149,12 @@ Trace read_binary(const std::string& path, const std::string& data) {
   }
   const uint32_t version = get_u32(p + 8);
   if (version != kVersion) {
-    throw Error(where + ": unsupported trace version " + std::to_string(version) + " (this build reads version 1)");
+    throw Error(where + ": unsupported trace version " + std::to_string(version) +
+                " (this build reads version 1)");
   }
   const uint32_t hbytes = get_u32(p + 12), count_bytes = get_u32(p + 16), flags = get_u32(p + 20);
-  if (count_bytes != 2 && count_bytes != 4) throw Error(where + ": count width " + std::to_string(count_bytes) + " is not 2 or 4");
+  if (count_bytes != 2 && count_bytes != 4)
+    throw Error(where + ": count width " + std::to_string(count_bytes) + " is not 2 or 4");
   if (flags & ~1u) throw Error(where + ": unknown header flags " + std::to_string(flags));
   Trace t;
   TraceInfo& info = t.info;
@@ -153,32 +165,38 @@ Trace read_binary(const std::string& path, const std::string& data) {
   const uint64_t n_steps = get_u64(p + 40);
   const uint32_t crc = get_u32(p + 48), name_len = get_u32(p + 52);
   info.static_gating = flags & 1u;
-  if (name_len > kMaxName) throw Error(where + ": model name length " + std::to_string(name_len) + " exceeds 1024");
-  if (n_moe < 1 || n_moe > 100000) throw Error(where + ": " + std::to_string(n_moe) + " MoE layers is out of range");
+  if (name_len > kMaxName)
+    throw Error(where + ": model name length " + std::to_string(name_len) + " exceeds 1024");
+  if (n_moe < 1 || n_moe > 100000)
+    throw Error(where + ": " + std::to_string(n_moe) + " MoE layers is out of range");
   const size_t want_hbytes = kFixedHeader + align4(name_len) + 4 * size_t{n_moe};
   if (hbytes != want_hbytes) {
     throw Error(where + ": header size field is " + std::to_string(hbytes) + " but the header holds " +
                 std::to_string(want_hbytes) + " bytes (corrupt header)");
   }
-  if (size < want_hbytes) throw Error(where + ": truncated header (" + std::to_string(size) + " of " + std::to_string(want_hbytes) + " bytes)");
+  if (size < want_hbytes)
+    throw Error(where + ": truncated header (" + std::to_string(size) + " of " + std::to_string(want_hbytes) +
+                " bytes)");
   info.model_name.assign(data.data() + kFixedHeader, name_len);
   for (uint32_t i = 0; i < n_moe; ++i) {
-    info.moe_layers.push_back(static_cast<int>(std::min<uint32_t>(get_u32(p + kFixedHeader + align4(name_len) + 4 * i), 1u << 30)));
+    info.moe_layers.push_back(
+        static_cast<int>(std::min<uint32_t>(get_u32(p + kFixedHeader + align4(name_len) + 4 * i), 1u << 30)));
   }
   validate_info(info, where);
   if (n_steps == kNotFinalized) {
-    throw Error(where + ": the trace was not finalized (its writer did not close it; the run was interrupted)");
+    throw Error(where +
+                ": the trace was not finalized (its writer did not close it; the run was interrupted)");
   }
   const size_t rec = record_bytes(info, static_cast<int>(count_bytes));
   const size_t payload = size - want_hbytes;
   if (n_steps > payload / rec) {
     throw Error(where + ": truncated: the header announces " + std::to_string(n_steps) + " steps of " +
-                std::to_string(rec) + " bytes but only " + std::to_string(payload) + " bytes follow the header (" +
-                std::to_string(payload / rec) + " complete steps)");
+                std::to_string(rec) + " bytes but only " + std::to_string(payload) +
+                " bytes follow the header (" + std::to_string(payload / rec) + " complete steps)");
   }
   if (payload != n_steps * rec) {
-    throw Error(where + ": " + std::to_string(payload - n_steps * rec) + " unexpected bytes after the last of " +
-                std::to_string(n_steps) + " steps");
+    throw Error(where + ": " + std::to_string(payload - n_steps * rec) +
+                " unexpected bytes after the last of " + std::to_string(n_steps) + " steps");
   }
   if (crc32_update(header_crc(p, want_hbytes), p + want_hbytes, payload) != crc) {
     throw Error(where + ": checksum mismatch: the header or the step records are corrupt");
@@ -190,7 +208,8 @@ Trace read_binary(const std::string& path, const std::string& data) {
     const uint8_t* r = p + want_hbytes + s * rec;
     t.tokens[s] = get_u32(r);
     uint32_t* out = t.counts.data() + s * per_step;
-    for (size_t i = 0; i < per_step; ++i) out[i] = count_bytes == 2 ? get_u16(r + 4 + 2 * i) : get_u32(r + 4 + 4 * i);
+    for (size_t i = 0; i < per_step; ++i)
+      out[i] = count_bytes == 2 ? get_u16(r + 4 + 2 * i) : get_u32(r + 4 + 4 * i);
     validate_step(info, static_cast<int64_t>(s), t.tokens[s], out, where);
   }
   return t;
@@ -220,17 +239,22 @@ Trace read_jsonl(const std::string& path, const std::string& data) {
     auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) throw Error(where + ": not a JSON object");
     if (line_no == 1) {
-      if (j.value("format", "") != kJsonFormat) throw Error(where + ": \"format\" is not \"" + std::string(kJsonFormat) + "\"");
-      if (json_uint(j, "version", where) != kVersion) throw Error(where + ": unsupported trace version (this build reads version 1)");
+      if (j.value("format", "") != kJsonFormat)
+        throw Error(where + ": \"format\" is not \"" + std::string(kJsonFormat) + "\"");
+      if (json_uint(j, "version", where) != kVersion)
+        throw Error(where + ": unsupported trace version (this build reads version 1)");
       TraceInfo& info = t.info;
-      if (!j.contains("model") || !j["model"].is_string()) throw Error(where + ": field \"model\" is missing or not a string");
+      if (!j.contains("model") || !j["model"].is_string())
+        throw Error(where + ": field \"model\" is missing or not a string");
       info.model_name = j["model"].get<std::string>();
       info.n_layer = static_cast<int>(std::min<uint32_t>(json_uint(j, "n_layer", where), 1u << 30));
       info.n_expert = static_cast<int>(std::min<uint32_t>(json_uint(j, "n_expert", where), 1u << 30));
       info.top_k = static_cast<int>(std::min<uint32_t>(json_uint(j, "top_k", where), 1u << 30));
-      if (!j.contains("moe_layers") || !j["moe_layers"].is_array()) throw Error(where + ": field \"moe_layers\" is missing or not an array");
+      if (!j.contains("moe_layers") || !j["moe_layers"].is_array())
+        throw Error(where + ": field \"moe_layers\" is missing or not an array");
       for (const auto& l : j["moe_layers"]) {
-        if (!l.is_number_unsigned() || l.get<uint64_t>() > (1u << 30)) throw Error(where + ": \"moe_layers\" holds a non-integer");
+        if (!l.is_number_unsigned() || l.get<uint64_t>() > (1u << 30))
+          throw Error(where + ": \"moe_layers\" holds a non-integer");
         info.moe_layers.push_back(l.get<int>());
       }
       info.static_gating = j.value("static_gating", false);
@@ -252,16 +276,19 @@ Trace read_jsonl(const std::string& path, const std::string& data) {
     const uint32_t tokens = json_uint(j, "tokens", where);
     const auto& c = j["counts"];
     if (!c.is_array() || c.size() != size_t(t.info.n_moe())) {
-      throw Error(where + ": \"counts\" must be an array of " + std::to_string(t.info.n_moe()) + " per-layer arrays");
+      throw Error(where + ": \"counts\" must be an array of " + std::to_string(t.info.n_moe()) +
+                  " per-layer arrays");
     }
     std::vector<uint32_t> row;
     row.reserve(size_t(t.info.n_moe()) * t.info.n_expert);
     for (const auto& layer : c) {
       if (!layer.is_array() || layer.size() != size_t(t.info.n_expert)) {
-        throw Error(where + ": each \"counts\" entry must hold " + std::to_string(t.info.n_expert) + " expert counts");
+        throw Error(where + ": each \"counts\" entry must hold " + std::to_string(t.info.n_expert) +
+                    " expert counts");
       }
       for (const auto& v : layer) {
-        if (!v.is_number_unsigned() || v.get<uint64_t>() > 0xFFFFFFFFu) throw Error(where + ": a count is not an unsigned integer");
+        if (!v.is_number_unsigned() || v.get<uint64_t>() > 0xFFFFFFFFu)
+          throw Error(where + ": a count is not an unsigned integer");
         row.push_back(v.get<uint32_t>());
       }
     }
@@ -269,7 +296,8 @@ Trace read_jsonl(const std::string& path, const std::string& data) {
     t.add_step(tokens, row);
   }
   if (line_no == 0) throw Error("trace " + path + ": the file is empty");
-  if (!ended) throw Error("trace " + path + ": truncated: no end line after step " + std::to_string(t.n_steps()));
+  if (!ended)
+    throw Error("trace " + path + ": truncated: no end line after step " + std::to_string(t.n_steps()));
   return t;
 }
 
@@ -291,7 +319,8 @@ TraceInfo TraceInfo::from_hparams(const HParams& hp, bool static_gating) {
 }
 
 void Trace::add_step(uint32_t n_tokens, const std::vector<uint32_t>& layer_counts) {
-  if (layer_counts.size() != size_t(info.n_moe()) * info.n_expert) throw Error("Trace::add_step: wrong number of counts");
+  if (layer_counts.size() != size_t(info.n_moe()) * info.n_expert)
+    throw Error("Trace::add_step: wrong number of counts");
   tokens.push_back(n_tokens);
   counts.insert(counts.end(), layer_counts.begin(), layer_counts.end());
 }
@@ -307,8 +336,9 @@ TraceWriter::TraceWriter(const std::string& path, TraceInfo info, int64_t max_to
   counts_.assign(size_t(info_.n_moe()) * info_.n_expert, 0);
   seen_.assign(info_.n_moe(), 0);
   if (jsonl_) {
-    const nlohmann::json h = {{"format", kJsonFormat}, {"version", kVersion}, {"model", info_.model_name},
-                              {"n_layer", info_.n_layer}, {"n_expert", info_.n_expert}, {"top_k", info_.top_k},
+    const nlohmann::json h = {{"format", kJsonFormat},          {"version", kVersion},
+                              {"model", info_.model_name},      {"n_layer", info_.n_layer},
+                              {"n_expert", info_.n_expert},     {"top_k", info_.top_k},
                               {"moe_layers", info_.moe_layers}, {"static_gating", info_.static_gating}};
     out_ << h.dump() << '\n';
   } else {
@@ -326,7 +356,8 @@ TraceWriter::TraceWriter(const std::string& path, TraceInfo info, int64_t max_to
     put_u32(h, 48, 0);
     put_u32(h, 52, static_cast<uint32_t>(info_.model_name.size()));
     std::memcpy(h.data() + kFixedHeader, info_.model_name.data(), info_.model_name.size());
-    for (int i = 0; i < info_.n_moe(); ++i) put_u32(h, kFixedHeader + align4(info_.model_name.size()) + 4 * i, info_.moe_layers[i]);
+    for (int i = 0; i < info_.n_moe(); ++i)
+      put_u32(h, kFixedHeader + align4(info_.model_name.size()) + 4 * i, info_.moe_layers[i]);
     out_.write(reinterpret_cast<const char*>(h.data()), static_cast<std::streamsize>(h.size()));
     crc_ = header_crc(h.data(), h.size());
     record_.assign(record_bytes(info_, count_bytes_), 0);
@@ -342,18 +373,29 @@ TraceWriter::~TraceWriter() {
   }
 }
 
-void TraceWriter::fail(const std::string& what) const { throw Error("trace " + path_ + ": " + what); }
+void TraceWriter::fail(const std::string& what) const {
+  throw Error("trace " + path_ + ": " + what);
+}
 
 void TraceWriter::on_routing(int layer, const Routing& routing, const DispatchPlan& plan) {
   if (closed_) fail("routing observed after close()");
   if (layer < 0 || layer >= info_.n_layer || moe_index_[layer] < 0) {
-    fail("routing reported for layer " + std::to_string(layer) + ", which is not an MoE layer of the trace header");
+    fail("routing reported for layer " + std::to_string(layer) +
+         ", which is not an MoE layer of the trace header");
   }
-  if (plan.n_expert != info_.n_expert) fail("the plan has " + std::to_string(plan.n_expert) + " experts, the header " + std::to_string(info_.n_expert));
+  if (plan.n_expert != info_.n_expert)
+    fail("the plan has " + std::to_string(plan.n_expert) + " experts, the header " +
+         std::to_string(info_.n_expert));
   const int li = moe_index_[layer];
-  if (seen_[li]) fail("layer " + std::to_string(layer) + " routed twice in one step (is the writer attached to two forwards?)");
+  // A layer seen again before on_step_end() means the previous step threw part-way (the
+  // caller may go on with the next one): its partial counts are dropped, not recorded.
+  if (seen_[li]) {
+    std::fill(seen_.begin(), seen_.end(), 0);
+    std::fill(counts_.begin(), counts_.end(), 0);
+  }
   const bool any_seen = std::find(seen_.begin(), seen_.end(), 1) != seen_.end();
-  if (any_seen && static_cast<uint32_t>(routing.n_tokens) != step_tokens_) fail("layers of one step saw different token counts");
+  if (any_seen && static_cast<uint32_t>(routing.n_tokens) != step_tokens_)
+    fail("layers of one step saw different token counts");
   seen_[li] = 1;
   step_tokens_ = static_cast<uint32_t>(routing.n_tokens);
   uint32_t* c = counts_.data() + size_t(li) * info_.n_expert;
@@ -370,7 +412,8 @@ void TraceWriter::on_routing(int layer, const Routing& routing, const DispatchPl
 
 void TraceWriter::on_step_end() {
   if (std::find(seen_.begin(), seen_.end(), 1) == seen_.end()) return;  // no MoE layer ran
-  if (std::find(seen_.begin(), seen_.end(), 0) != seen_.end()) fail("a step ended before every MoE layer routed");
+  if (std::find(seen_.begin(), seen_.end(), 0) != seen_.end())
+    fail("a step ended before every MoE layer routed");
   write_step();
   std::fill(seen_.begin(), seen_.end(), 0);
   std::fill(counts_.begin(), counts_.end(), 0);
@@ -390,7 +433,9 @@ void TraceWriter::write_step() {
     put_u32(record_, 0, step_tokens_);
     for (size_t i = 0; i < counts_.size(); ++i) {
       if (count_bytes_ == 2) {
-        if (counts_[i] > 0xFFFF) fail("an expert got " + std::to_string(counts_[i]) + " tokens, more than 16-bit counts hold; pass a larger max_tokens_per_step");
+        if (counts_[i] > 0xFFFF)
+          fail("an expert got " + std::to_string(counts_[i]) +
+               " tokens, more than 16-bit counts hold; pass a larger max_tokens_per_step");
         put_u16(record_, 4 + 2 * i, counts_[i]);
       } else {
         put_u32(record_, 4 + 4 * i, counts_[i]);

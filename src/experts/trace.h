@@ -43,7 +43,9 @@ struct Trace {
   const uint32_t* step_layer(int64_t step, int moe_layer) const {
     return counts.data() + (step * info.n_moe() + moe_layer) * info.n_expert;
   }
-  uint32_t count(int64_t step, int moe_layer, int expert) const { return step_layer(step, moe_layer)[expert]; }
+  uint32_t count(int64_t step, int moe_layer, int expert) const {
+    return step_layer(step, moe_layer)[expert];
+  }
   // Appends one step; layer_counts holds n_moe * n_expert values.
   void add_step(uint32_t n_tokens, const std::vector<uint32_t>& layer_counts);
 };

@@ -9,8 +9,11 @@ namespace sy {
 
 PerplexityResult perplexity(const Model& model, const std::vector<int32_t>& tokens, int64_t n_ctx,
                             ThreadPool& pool, MoeOptions moe, int64_t max_chunks,
-                            const std::function<void(int64_t, int64_t, double)>& progress) {
+                            const std::function<void(int64_t, int64_t, double)>& progress,
+                            RoutingObserver* observer, int64_t n_batch) {
   if (n_ctx < 4) throw Error("perplexity: -c must be at least 4");
+  if (n_batch < 0) throw Error("perplexity: the batch size must not be negative");
+  if (n_batch == 0 || n_batch > n_ctx) n_batch = n_ctx;
   PerplexityResult r;
   r.n_tokens = static_cast<int64_t>(tokens.size());
   r.n_chunks = r.n_tokens / n_ctx;
@@ -24,13 +27,14 @@ PerplexityResult perplexity(const Model& model, const std::vector<int32_t>& toke
   const int64_t n_vocab = model.hparams().n_vocab;
   const int64_t first = n_ctx / 2;
   Session s(model, pool, n_ctx, moe);
+  if (observer) s.forward().set_routing_observer(observer);
   double nll = 0;
   std::vector<int32_t> window(n_ctx);
   for (int64_t c = 0; c < r.n_chunks; ++c) {
     std::copy(tokens.begin() + c * n_ctx, tokens.begin() + (c + 1) * n_ctx, window.begin());
     if (add_bos) window[0] = tok.bos_id();
     s.reset();
-    s.eval(window, /*all_logits=*/true, n_ctx);
+    s.eval(window, /*all_logits=*/true, n_batch);
     for (int64_t p = first; p < n_ctx - 1; ++p) {
       const float* l = s.logits(p);
       float max = l[0];

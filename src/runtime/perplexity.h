@@ -22,8 +22,13 @@ struct PerplexityResult {
   int64_t n_tokens = 0;
 };
 
+// observer (may be null) sees every forward step's routing, e.g. a TraceWriter. n_batch
+// splits each window into forward steps of at most that many tokens (0: one step per
+// window); 1 gives decode-like steps of a single token. The result does not depend on it
+// beyond rounding.
 PerplexityResult perplexity(const Model& model, const std::vector<int32_t>& tokens, int64_t n_ctx,
                             ThreadPool& pool, MoeOptions moe = {}, int64_t max_chunks = 0,
-                            const std::function<void(int64_t done, int64_t total, double ppl)>& progress = {});
+                            const std::function<void(int64_t done, int64_t total, double ppl)>& progress = {},
+                            RoutingObserver* observer = nullptr, int64_t n_batch = 0);
 
 }  // namespace sy

@@ -1,0 +1,160 @@
+// Cache policies on hand-made traces whose hits and misses are worked out below, and
+// Belady's MIN as a lower bound on random traces. Each step's demand is the set of
+// experts with tokens; requests go layer by layer, experts ascending. The LFU examples
+// use a decay of 0.9 per step.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "analysis/cache_sim.h"
+#include "base/error.h"
+#include "trace_helpers.h"
+
+namespace sy {
+namespace {
+
+constexpr double kDecay = 0.9;
+
+std::map<std::string, int64_t> misses(const Trace& t, CacheScope scope, int capacity) {
+  std::map<std::string, int64_t> m;
+  for (const auto& p : simulated_policy_names()) m[p] = simulate_cache(t, p, scope, capacity, kDecay).misses;
+  return m;
+}
+
+// One layer, experts {0, 1, 2}, capacity 2, and every step needs all three.
+//   LRU: the classic cyclic pattern; each request evicts the next one needed: 9 misses.
+//   LFU: all three have equal frequencies, ties go to the least recently used, which is
+//        the next one needed, exactly as LRU: 9 misses.
+//   Expert Buffering: no resident expert is outside the batch, so it evicts the most
+//        recently loaded. S0: 0 m, 1 m, 2 m (evicts 1) -> {0,2}. S1: 0 hit, 1 m (evicts
+//        2), 2 m (evicts 1) -> {0,2}. S2 the same: 3 + 2 + 2 = 7 misses; expert 0 stays.
+//   EB + LFU: the same as Expert Buffering when the batch holds every resident: 7.
+//   MIN: S0: 0 m, 1 m, 2 m (evicts 1, next used at S1 after 0) -> {0,2}. S1: 0 hit,
+//        1 m (evicts 0: next used at S2, after 2), 2 hit -> {2,1}. S2: 0 m (evicts 2),
+//        1 hit, 2 m: 3 + 1 + 2 = 6 misses.
+TEST(AnalysisCachePolicy, BatchLargerThanCache) {
+  const Trace t = test::trace_of_sets(3, {{0, 1, 2}, {0, 1, 2}, {0, 1, 2}});
+  const auto m = misses(t, CacheScope::PerLayer, 2);
+  EXPECT_EQ(m.at("lru"), 9);
+  EXPECT_EQ(m.at("lfu-decay"), 9);
+  EXPECT_EQ(m.at("expert-buffering"), 7);
+  EXPECT_EQ(m.at("eb-lfu"), 7);
+  EXPECT_EQ(m.at("belady"), 6);
+  EXPECT_EQ(simulate_cache(t, "lru", CacheScope::PerLayer, 2).requests, 9);
+}
+
+// One token per step: 0 | 1 | 2 | 1 | 2 | 1 | 2, capacity 2.
+//   LRU: 0 m, 1 m, 2 m (evicts 0, the least recent), then 1 and 2 hit: 3 misses.
+//   LFU: at 2, scores 0.9^2 = 0.81 (expert 0) < 0.9 (expert 1): evicts 0: 3 misses.
+//   Expert Buffering: at 2, neither resident is in the batch; the last loaded (1) goes.
+//        Then 1 m evicts 2, 2 m evicts 1, ...: LIFO thrashes, all 7 miss.
+//   EB + LFU: among the experts outside the batch, the lowest score (0): 3 misses.
+//   MIN: at 2, expert 0 is never used again: 3 misses.
+TEST(AnalysisCachePolicy, LifoThrashesOnAlternation) {
+  const Trace t = test::trace_of_sets(3, {{0}, {1}, {2}, {1}, {2}, {1}, {2}});
+  const auto m = misses(t, CacheScope::PerLayer, 2);
+  EXPECT_EQ(m.at("lru"), 3);
+  EXPECT_EQ(m.at("lfu-decay"), 3);
+  EXPECT_EQ(m.at("expert-buffering"), 7);
+  EXPECT_EQ(m.at("eb-lfu"), 3);
+  EXPECT_EQ(m.at("belady"), 3);
+}
+
+// 0 | 0 | 0 | 1 | 2 | 0, capacity 2.
+//   LRU: at 2 (step 5), expert 0 (last used at step 3) is older than 1 (step 4): evicted,
+//        so the final 0 misses: 0, 1, 2, 0 = 4 misses.
+//   LFU: at step 5, 0 scores (1 + 0.9 + 0.81) * 0.81 = 2.195 and 1 scores 0.9: evicts 1;
+//        the final 0 hits: 3 misses.
+//   Expert Buffering: neither 0 nor 1 is in the batch; 1 was loaded last: evicted: 3.
+//   EB + LFU: the lower score among 0 and 1, again 1: 3.   MIN: 1 is never used again: 3.
+TEST(AnalysisCachePolicy, FrequencyBeatsRecency) {
+  const Trace t = test::trace_of_sets(3, {{0}, {0}, {0}, {1}, {2}, {0}});
+  const auto m = misses(t, CacheScope::PerLayer, 2);
+  EXPECT_EQ(m.at("lru"), 4);
+  EXPECT_EQ(m.at("lfu-decay"), 3);
+  EXPECT_EQ(m.at("expert-buffering"), 3);
+  EXPECT_EQ(m.at("eb-lfu"), 3);
+  EXPECT_EQ(m.at("belady"), 3);
+}
+
+// Two layers of two experts: layer 0 alternates 0, 1, 0, 1; layer 1 always uses expert 0.
+//   One slot per layer: layer 0 misses every step (4), layer 1 only once: 5 misses.
+//   One pool of 3 for both layers: only the 3 cold misses.
+//   One pool of 2 (LRU), requests 0 2 | 1 2 | 0 2 | 1 2 (units; layer 1's expert 0 is
+//   unit 2): 1 evicts 0 (older than 2), 0 evicts 1, 1 evicts 0; 2 always hits: 5 misses.
+TEST(AnalysisCachePolicy, PerLayerAndGlobalPools) {
+  const Trace t = test::trace_of_layered_sets(2, {{{0}, {0}}, {{1}, {0}}, {{0}, {0}}, {{1}, {0}}});
+  const CacheSimResult per_layer = simulate_cache(t, "lru", CacheScope::PerLayer, 1);
+  EXPECT_EQ(per_layer.misses, 5);
+  EXPECT_EQ(per_layer.layer_misses, (std::vector<int64_t>{4, 1}));
+  EXPECT_EQ(per_layer.layer_requests, (std::vector<int64_t>{4, 4}));
+  EXPECT_EQ(simulate_cache(t, "lru", CacheScope::Global, 3).misses, 3);
+  EXPECT_EQ(simulate_cache(t, "lru", CacheScope::Global, 2).misses, 5);
+  for (const auto& p : simulated_policy_names())
+    EXPECT_EQ(simulate_cache(t, p, CacheScope::Global, 4).misses, 3) << p;
+}
+
+TEST(AnalysisCachePolicy, ResidencyNeverExceedsCapacity) {
+  const Trace t = test::random_trace(11, 3, 8, 2, 200, 6);
+  const auto seq = demand_sequence(t);
+  for (const auto& name : online_policy_names()) {
+    for (CacheScope scope : {CacheScope::PerLayer, CacheScope::Global}) {
+      const int cap = scope == CacheScope::PerLayer ? 3 : 7;
+      ExpertCache cache(3, 8, scope, cap, make_policy(name, 24));
+      for (int u : seq) {
+        const auto a = cache.access(u);
+        EXPECT_TRUE(cache.resident(u));
+        if (a.evicted >= 0) {
+          EXPECT_FALSE(cache.resident(a.evicted));
+        }
+        int resident = 0, in_layer = 0;
+        for (int v = 0; v < 24; ++v) {
+          resident += cache.resident(v);
+          in_layer += cache.resident(v) && v / 8 == u / 8;
+        }
+        EXPECT_LE(scope == CacheScope::PerLayer ? in_layer : resident, cap);
+      }
+    }
+  }
+  EXPECT_THROW(make_policy("fifo", 4), Error);
+  EXPECT_THROW(ExpertCache(1, 4, CacheScope::Global, 0, make_policy("lru", 4)), Error);
+}
+
+// MIN is optimal for demand paging: no policy may beat it, at any size, in either scope.
+TEST(AnalysisCachePolicy, BeladyNeverWorseOnRandomTraces) {
+  for (uint32_t seed = 0; seed < 12; ++seed) {
+    const int n_expert = 4 + int(seed % 3) * 4, n_moe = 1 + int(seed % 3);
+    const Trace t = test::random_trace(seed, n_moe, n_expert, 2, 150, seed % 2 ? 1 : 5);
+    for (CacheScope scope : {CacheScope::PerLayer, CacheScope::Global}) {
+      const int max_cap = scope == CacheScope::PerLayer ? n_expert : n_expert * n_moe;
+      for (int cap = 1; cap <= max_cap; ++cap) {
+        const int64_t min = simulate_cache(t, "belady", scope, cap).misses;
+        for (const auto& p : online_policy_names()) {
+          EXPECT_LE(min, simulate_cache(t, p, scope, cap).misses)
+              << p << " seed " << seed << " " << scope_name(scope) << " capacity " << cap;
+        }
+      }
+    }
+  }
+}
+
+TEST(AnalysisCachePolicy, MissCurveEndsAtColdMisses) {
+  const Trace t = test::random_trace(5, 2, 8, 2, 100, 3);
+  int64_t distinct = 0;
+  const auto seq = demand_sequence(t);
+  std::vector<bool> seen(16, false);
+  for (int u : seq) {
+    distinct += !seen[u];
+    seen[u] = true;
+  }
+  const MissCurve m = miss_curve(t, CacheScope::PerLayer);
+  ASSERT_EQ(m.per_layer.size(), 8u);
+  EXPECT_DOUBLE_EQ(m.fraction.back(), 1.0);
+  for (const auto& row : m.results) {
+    EXPECT_EQ(row.back().misses, distinct) << row.back().policy;
+    EXPECT_EQ(row.back().requests, static_cast<int64_t>(seq.size()));
+  }
+}
+
+}  // namespace
+}  // namespace sy
