@@ -5,29 +5,15 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "support/run_cli.h"
 #include "support/shared_data.h"
 #include "support/temp_file.h"
 
 namespace sy {
 namespace {
 
-struct Result {
-  int code;
-  std::string out;  // stdout and stderr together
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = std::string(SY_CLI_PATH) + " " + args + " 2>&1";
-  Result r{-1, ""};
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using Result = test::CliRun;
+Result run(const std::string& args) { return test::run_cli(args); }
 
 std::string mixtral() { return test::shared_path("fixtures/mixtral/model.gguf"); }
 

@@ -18,6 +18,7 @@
 #include "model/model.h"
 #include "runtime/session.h"
 #include "support/shared_data.h"
+#include "support/run_cli.h"
 #include "support/temp_file.h"
 #include "tokenizer/tokenizer.h"
 
@@ -416,23 +417,8 @@ TEST(SynthWriter, StreamedTensorsEqualInMemoryOnes) {
   EXPECT_TRUE(std::is_sorted(done.begin(), done.end()));
 }
 
-struct CliRun {
-  int code;
-  std::string out;  // stdout and stderr together
-};
-
-CliRun run_cli(const std::string& args) {
-  const std::string cmd = std::string(SY_CLI_PATH) + " " + args + " 2>&1";
-  CliRun r{-1, ""};
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using test::CliRun;
+using test::run_cli;
 
 TEST(SynthCli, WritesWhatTheFlagsSay) {
   test::TempFile f;
