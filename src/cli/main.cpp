@@ -13,7 +13,11 @@ int main(int argc, char** argv) {
   sy::cli::add_tokenize(app);
   sy::cli::add_perplexity(app);
   sy::cli::add_info(app);
+  sy::cli::add_bench(app);
+  sy::cli::add_serve(app);
+  sy::cli::add_loadgen(app);
   sy::cli::add_synth(app);
+  sy::cli::add_analyze(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -8,7 +8,9 @@
 namespace sy {
 namespace {
 
-double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
 
 KvCache make_pool(const Model& m, const EngineConfig& c) {
   const HParams& hp = m.hparams();
@@ -20,13 +22,15 @@ KvCache make_pool(const Model& m, const EngineConfig& c) {
 
 EngineConfig resolve_engine_config(const Model& model, EngineConfig c) {
   const HParams& hp = model.hparams();
-  if (c.parallel < 1 || c.parallel > 4096) throw Error("--parallel must be in 1..4096, got " + std::to_string(c.parallel));
+  if (c.parallel < 1 || c.parallel > 4096)
+    throw Error("--parallel must be in 1..4096, got " + std::to_string(c.parallel));
   if (c.block_size < 1 || c.block_size > 4096) throw Error("--kv-block-size must be in 1..4096");
   if (c.ctx_size <= 0) c.ctx_size = std::min<int64_t>(hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096, 4096);
   if (c.ctx_size < 2) throw Error("--ctx-size must be at least 2");
   const int64_t bytes_per_pos = int64_t{hp.n_layer} * (hp.k_dim() + hp.v_dim()) * int64_t{sizeof(float)};
   if (c.kv_tokens <= 0) {
-    const int64_t cap = std::max<int64_t>(c.ctx_size, (int64_t{2} << 30) / std::max<int64_t>(1, bytes_per_pos));
+    const int64_t cap =
+        std::max<int64_t>(c.ctx_size, (int64_t{2} << 30) / std::max<int64_t>(1, bytes_per_pos));
     c.kv_tokens = std::min<int64_t>(c.parallel * c.ctx_size, cap);
   }
   const int64_t ctx_blocks = (c.ctx_size + c.block_size - 1) / c.block_size;
@@ -48,19 +52,27 @@ Engine::Engine(const Model& model, EngineConfig cfg)
       n_vocab_(model.hparams().n_vocab),
       pool_(cfg_.n_threads > 0 ? cfg_.n_threads : ThreadPool::default_threads()),
       forward_(model, pool_, cfg_.moe),
+      expert_tokens_(model.hparams().n_layer, model.hparams().n_expert),
       cache_(make_pool(model, cfg_)),
-      sched_({cfg_.parallel, cfg_.batch_tokens, -1}, cache_) {
+      sched_({cfg_.parallel, cfg_.batch_tokens, -1, cfg_.prefix_reuse ? model.hparams().n_layer : 0,
+              model.hparams().k_dim(), model.hparams().v_dim()},
+             cache_) {
+  if (model.hparams().n_expert > 0) forward_.set_routing_observer(&expert_tokens_);
   stats_.update([&](EngineStatsData& d) {
     d.kv_blocks_total = cache_.n_blocks();
     d.kv_block_size = cache_.block_size();
     d.layers.resize(static_cast<size_t>(model.hparams().n_layer));
+    d.n_expert = model.hparams().n_expert;
+    d.expert_tokens.assign(expert_tokens_.counts().size(), 0);
     for (int il = 0; il < model.hparams().n_layer; ++il) d.layers[il].moe = model.hparams().layer_is_moe(il);
   });
   incoming_.reserve(64);
   thread_ = std::thread([this] { loop(); });
 }
 
-Engine::~Engine() { stop(); }
+Engine::~Engine() {
+  stop();
+}
 
 Engine::Submit Engine::submit(const std::vector<std::shared_ptr<Request>>& reqs) {
   std::vector<std::unique_ptr<Sequence>> seqs;
@@ -69,13 +81,15 @@ Engine::Submit Engine::submit(const std::vector<std::shared_ptr<Request>>& reqs)
     if (p.empty()) throw Error("the prompt has no tokens");
     for (int32_t t : p) {
       if (t < 0 || t >= n_vocab_) {
-        throw Error("token id " + std::to_string(t) + " is outside the vocabulary (0.." + std::to_string(n_vocab_ - 1) + ")");
+        throw Error("token id " + std::to_string(t) + " is outside the vocabulary (0.." +
+                    std::to_string(n_vocab_ - 1) + ")");
       }
     }
     if (r->params().max_tokens < 1) throw Error("max_tokens must be at least 1");
     if (static_cast<int64_t>(p.size()) + r->params().max_tokens > cfg_.ctx_size) {
       throw Error("the prompt (" + std::to_string(p.size()) + " tokens) plus max_tokens (" +
-                  std::to_string(r->params().max_tokens) + ") exceed the context size " + std::to_string(cfg_.ctx_size));
+                  std::to_string(r->params().max_tokens) + ") exceed the context size " +
+                  std::to_string(cfg_.ctx_size));
     }
     seqs.push_back(std::make_unique<Sequence>(r, 0));  // validates the sampling parameters
   }
@@ -193,7 +207,8 @@ void Engine::apply_penalties(Sequence& s, float* logits) const {
   const GenerationParams& p = s.req->params();
   for (const auto& [id, bias] : p.logit_bias) logits[id] += bias;
   if (p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f) return;
-  for (int32_t id : s.seen) logits[id] -= p.presence_penalty + p.frequency_penalty * static_cast<float>(s.counts[id]);
+  for (int32_t id : s.seen)
+    logits[id] -= p.presence_penalty + p.frequency_penalty * static_cast<float>(s.counts[id]);
 }
 
 void Engine::record_token(Sequence& s, int32_t token) {
@@ -211,11 +226,19 @@ void Engine::record_token(Sequence& s, int32_t token) {
 void Engine::sample_rows() {
   const Tokenizer& tok = model_.tokenizer();
   const auto now = Clock::now();
-  for (size_t i = 0; i < plan_.rows.size(); ++i) {
+  // Rows are independent (each sequence has its own sampler and logits row), and a full
+  // sort of the vocabulary per row adds up at large batches: sample on the pool.
+  const size_t n = plan_.rows.size();
+  sampled_.resize(n);
+  pool_.parallel_for(static_cast<int64_t>(n), [&](int64_t i, int) {
     Sequence& s = *plan_.rows[i];
-    float* row = logits_.data() + static_cast<int64_t>(i) * n_vocab_;
+    float* row = logits_.data() + i * n_vocab_;
     apply_penalties(s, row);
-    const int32_t t = s.sampler.sample(row, n_vocab_);
+    sampled_[i] = s.sampler.sample(row, n_vocab_);
+  });
+  for (size_t i = 0; i < n; ++i) {
+    Sequence& s = *plan_.rows[i];
+    const int32_t t = sampled_[i];
     const GenerationParams& p = s.req->params();
     if (!p.ignore_eos && tok.is_eog(t)) {
       finish(s, FinishReason::Stop);
@@ -239,7 +262,8 @@ void Engine::finish(Sequence& s, FinishReason r, const std::string& error) {
   s.done = true;
   s.req->finish(r, error);
   fin_[static_cast<int>(r)]++;
-  if (r == FinishReason::Stop || r == FinishReason::Length) obs_e2e_.push_back(seconds(Clock::now() - s.req->arrival()));
+  if (r == FinishReason::Stop || r == FinishReason::Length)
+    obs_e2e_.push_back(seconds(Clock::now() - s.req->arrival()));
 }
 
 void Engine::publish_stats(double fwd) {
@@ -250,6 +274,12 @@ void Engine::publish_stats(double fwd) {
       d.computed_tokens += static_cast<uint64_t>(plan_.batch.size());
       d.batch_tokens.observe(static_cast<double>(plan_.batch.size()));
       d.busy_seconds += fwd;
+      d.reused_tokens += static_cast<uint64_t>(plan_.n_reused);
+      auto& counts = expert_tokens_.counts();
+      for (size_t i = 0; i < counts.size(); ++i) {
+        d.expert_tokens[i] += counts[i];
+        counts[i] = 0;
+      }
       for (size_t il = 0; il < d.layers.size() && il < moe.size(); ++il) {
         if (!d.layers[il].moe) continue;
         d.layers[il].routed_tokens += static_cast<uint64_t>(moe[il].tokens);

@@ -15,6 +15,7 @@
 #include "base/thread_pool.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "moe/routing_observer.h"
 #include "runtime/engine_stats.h"
 #include "runtime/kv_cache.h"
 #include "runtime/request.h"
@@ -23,14 +24,31 @@
 namespace sy {
 
 struct EngineConfig {
-  int n_threads = 0;            // 0: all cores
+  int n_threads = 0;  // 0: all cores
   MoeOptions moe;
-  int parallel = 8;             // sequences in the running batch at most
-  int64_t ctx_size = 0;         // positions per request (prompt + generated); 0: the model's, at most 4096
-  int64_t kv_tokens = 0;        // KV pool in positions; 0: parallel * ctx_size (at most ~2 GiB, >= ctx_size)
-  int64_t block_size = 16;      // positions per KV block
-  int64_t batch_tokens = 512;   // tokens per step (decode + prefill chunks)
-  size_t max_queue = 64;        // waiting requests beyond which submit() refuses
+  int parallel = 8;            // sequences in the running batch at most
+  int64_t ctx_size = 0;        // positions per request (prompt + generated); 0: the model's, at most 4096
+  int64_t kv_tokens = 0;       // KV pool in positions; 0: parallel * ctx_size (at most ~2 GiB, >= ctx_size)
+  int64_t block_size = 16;     // positions per KV block
+  int64_t batch_tokens = 512;  // tokens per step (decode + prefill chunks)
+  size_t max_queue = 64;       // waiting requests beyond which submit() refuses
+  bool prefix_reuse = true;    // copy the K/V of a prompt prefix shared with a running request
+};
+
+// Tokens per (layer, expert), counted from the routing decisions of each step.
+class ExpertTokenCounter final : public RoutingObserver {
+ public:
+  ExpertTokenCounter(int n_layer, int n_expert)
+      : n_expert_(n_expert), counts_(static_cast<size_t>(n_layer) * static_cast<size_t>(n_expert), 0) {}
+  void on_routing(int layer, const Routing& r, const DispatchPlan&) override {
+    uint64_t* c = counts_.data() + static_cast<size_t>(layer) * static_cast<size_t>(n_expert_);
+    for (int32_t e : r.expert) c[e]++;
+  }
+  std::vector<uint64_t>& counts() { return counts_; }
+
+ private:
+  int n_expert_;
+  std::vector<uint64_t> counts_;  // layer-major, since the last publish
 };
 
 class Engine {
@@ -75,23 +93,25 @@ class Engine {
   int64_t n_vocab_;
   ThreadPool pool_;
   Forward forward_;
+  ExpertTokenCounter expert_tokens_;
   KvCache cache_;
   Scheduler sched_;
   EngineStats stats_;
 
   // Inbox and lifecycle, guarded by mu_.
   mutable std::mutex mu_;
-  std::condition_variable wake_;   // engine: new work or stop
-  std::condition_variable idle_;   // waiters of wait_idle
+  std::condition_variable wake_;  // engine: new work or stop
+  std::condition_variable idle_;  // waiters of wait_idle
   std::vector<std::unique_ptr<Sequence>> inbox_;
   uint64_t next_order_ = 0;
-  size_t n_waiting_ = 0;           // copy of the scheduler's queue length for submit()
-  bool busy_ = false;              // the scheduler has work
+  size_t n_waiting_ = 0;  // copy of the scheduler's queue length for submit()
+  bool busy_ = false;     // the scheduler has work
   bool accepting_ = true, cancel_all_ = false, stop_ = false;
 
   // Engine thread only: step buffers, reused so steady-state steps do not allocate.
   StepPlan plan_;
   std::vector<float> logits_;
+  std::vector<int32_t> sampled_;
   std::vector<std::unique_ptr<Sequence>> incoming_;
   std::vector<double> obs_ttft_, obs_tpot_, obs_e2e_, obs_queue_;
   uint64_t n_generated_step_ = 0;

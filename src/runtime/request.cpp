@@ -6,11 +6,16 @@ namespace sy {
 
 const char* to_string(FinishReason r) {
   switch (r) {
-    case FinishReason::None: return "none";
-    case FinishReason::Stop: return "stop";
-    case FinishReason::Length: return "length";
-    case FinishReason::Cancelled: return "cancelled";
-    case FinishReason::Error: return "error";
+    case FinishReason::None:
+      return "none";
+    case FinishReason::Stop:
+      return "stop";
+    case FinishReason::Length:
+      return "length";
+    case FinishReason::Cancelled:
+      return "cancelled";
+    case FinishReason::Error:
+      return "error";
   }
   return "?";
 }
@@ -22,7 +27,10 @@ uint64_t Channel::wait(uint64_t version, std::chrono::milliseconds timeout) {
 }
 
 Request::Request(std::vector<int32_t> prompt, GenerationParams params, std::shared_ptr<Channel> channel)
-    : prompt_(std::move(prompt)), params_(std::move(params)), channel_(std::move(channel)), arrival_(Clock::now()) {
+    : prompt_(std::move(prompt)),
+      params_(std::move(params)),
+      channel_(std::move(channel)),
+      arrival_(Clock::now()) {
   tokens_.reserve(static_cast<size_t>(std::clamp<int64_t>(params_.max_tokens, 0, 1 << 16)));
 }
 
@@ -30,7 +38,8 @@ Request::Update Request::poll(size_t seen, std::vector<int32_t>& out) const {
   std::lock_guard lock(channel_->mu_);
   Update u;
   u.n_tokens = tokens_.size();
-  if (u.n_tokens > seen) out.insert(out.end(), tokens_.begin() + static_cast<std::ptrdiff_t>(seen), tokens_.end());
+  if (u.n_tokens > seen)
+    out.insert(out.end(), tokens_.begin() + static_cast<std::ptrdiff_t>(seen), tokens_.end());
   u.finish = finish_;
   if (finish_ == FinishReason::Error) u.error = error_;
   return u;

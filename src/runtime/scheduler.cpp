@@ -1,6 +1,7 @@
 #include "runtime/scheduler.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "base/error.h"
 
@@ -18,7 +19,7 @@ Sequence::Sequence(std::shared_ptr<Request> r, uint64_t ord)
 void StepPlan::clear() {
   batch.clear();
   rows.clear();
-  n_decode = n_prefill = n_admitted = n_preempted = 0;
+  n_decode = n_prefill = n_admitted = n_preempted = n_reused = 0;
 }
 
 Scheduler::Scheduler(SchedulerConfig cfg, KvCache& cache) : cfg_(cfg), cache_(cache) {
@@ -27,7 +28,8 @@ Scheduler::Scheduler(SchedulerConfig cfg, KvCache& cache) : cfg_(cfg), cache_(ca
   }
   if (cfg_.max_batch_tokens < cfg_.max_running) {
     throw Error("scheduler: the batch token budget (" + std::to_string(cfg_.max_batch_tokens) +
-                ") must be at least the number of parallel sequences (" + std::to_string(cfg_.max_running) + ")");
+                ") must be at least the number of parallel sequences (" + std::to_string(cfg_.max_running) +
+                ")");
   }
   if (cfg_.watermark_blocks < 0) cfg_.watermark_blocks = std::max<int64_t>(1, cache.n_blocks() / 100);
   for (int s = cfg_.max_running - 1; s >= 0; --s) free_slots_.push_back(s);
@@ -67,10 +69,52 @@ void Scheduler::add_chunk(Sequence& s, int64_t n, StepPlan& plan) {
   s.n_computed = end;
 }
 
+const Sequence* Scheduler::longest_prefix(const Sequence& s, bool ready_only, int64_t& len) const {
+  // At least the last token is computed again: its logits pick the next token.
+  const int64_t limit = static_cast<int64_t>(s.tokens.size()) - 1;
+  const Sequence* src = nullptr;
+  len = 0;
+  for (const auto& r : running_) {
+    const int64_t n = std::min(limit, ready_only ? r->n_ready : r->n_computed);
+    int64_t i = 0;
+    while (i < n && r->tokens[i] == s.tokens[i]) ++i;
+    if (i > len) {
+      len = i;
+      src = r.get();
+    }
+  }
+  return src;
+}
+
+int64_t Scheduler::reuse_prefix(Sequence& s) {
+  if (cfg_.kv_layers <= 0) return 0;
+  int64_t best = 0;
+  const Sequence* src = longest_prefix(s, true, best);
+  if (!src) return 0;
+  for (int l = 0; l < cfg_.kv_layers; ++l) {
+    for (int64_t p = 0; p < best; ++p) {
+      std::memcpy(cache_.k_row(l, s.slot, p), cache_.k_row(l, src->slot, p),
+                  static_cast<size_t>(cfg_.kv_k_dim) * sizeof(float));
+      std::memcpy(cache_.v_row(l, s.slot, p), cache_.v_row(l, src->slot, p),
+                  static_cast<size_t>(cfg_.kv_v_dim) * sizeof(float));
+    }
+  }
+  return best;
+}
+
 bool Scheduler::try_admit(int64_t& budget, StepPlan& plan) {
   if (waiting_.empty() || free_slots_.empty() || budget <= 0) return false;
   Sequence& s = *waiting_.front();
   const int64_t n = static_cast<int64_t>(s.tokens.size());
+  if (cfg_.kv_layers > 0) {
+    // A running sequence is computing a long prefix of this one right now (the n choices
+    // of one call, requests with one system prompt arriving together): wait for it, then
+    // copy instead of computing the same prefix twice.
+    int64_t ready = 0, soon = 0;
+    longest_prefix(s, true, ready);
+    longest_prefix(s, false, soon);
+    if (soon - ready >= cache_.block_size()) return false;
+  }
   const int64_t need = cache_.blocks_needed(n);
   // With nothing running, the head may use the whole pool (it always fits: requests are
   // checked against the context size, and the pool holds at least one full context).
@@ -80,14 +124,17 @@ bool Scheduler::try_admit(int64_t& budget, StepPlan& plan) {
   if (!cache_.reserve(slot, n)) return false;
   free_slots_.pop_back();
   s.slot = slot;
-  s.n_computed = 0;
+  s.n_computed = s.n_ready = 0;
+  const int64_t reused = reuse_prefix(s);
+  s.n_computed = reused;
+  plan.n_reused += reused;
   auto owned = std::move(waiting_.front());
   waiting_.pop_front();
   owned->admitted = Clock::now();
   auto pos = std::upper_bound(running_.begin(), running_.end(), owned->order,
                               [](uint64_t o, const std::unique_ptr<Sequence>& r) { return o < r->order; });
   Sequence& ref = **running_.insert(pos, std::move(owned));
-  const int64_t chunk = std::min(budget, n);
+  const int64_t chunk = std::min(budget, n - reused);
   add_chunk(ref, chunk, plan);
   budget -= chunk;
   plan.n_prefill += chunk;
@@ -97,6 +144,7 @@ bool Scheduler::try_admit(int64_t& budget, StepPlan& plan) {
 
 bool Scheduler::schedule(StepPlan& plan) {
   plan.clear();
+  for (auto& s : running_) s->n_ready = s->n_computed;
   // Room for every known token of every running sequence; preempt the newest on failure.
   for (size_t i = 0; i < running_.size();) {
     Sequence& s = *running_[i];

@@ -10,7 +10,12 @@
 //    the pool is empty the most recently admitted sequence is preempted: its blocks are
 //    freed and it goes back to the queue, to be recomputed from its tokens later (the
 //    oldest sequence always progresses, so nothing can deadlock);
-//  - retirement: a finished or cancelled sequence leaves at once and frees its blocks.
+//  - retirement: a finished or cancelled sequence leaves at once and frees its blocks;
+//  - prefix reuse: a sequence joining the batch copies the K/V rows of the longest prefix
+//    it shares with a running sequence (a common system prompt, a conversation that goes
+//    on) instead of recomputing them. K/V of a token depend only on the tokens before it,
+//    so the copy is exact. (Blocks are copied, not shared: the cache has no reference
+//    counts, so a finished sequence's blocks can always be freed at once.)
 #pragma once
 
 #include <cstdint>
@@ -29,14 +34,15 @@ struct Sequence {
   Sequence(std::shared_ptr<Request> r, uint64_t order);
 
   std::shared_ptr<Request> req;
-  uint64_t order;                // arrival order: lower is older and goes first
-  std::vector<int32_t> tokens;   // prompt, then generated tokens
+  uint64_t order;               // arrival order: lower is older and goes first
+  std::vector<int32_t> tokens;  // prompt, then generated tokens
   int64_t n_prompt = 0;
-  int64_t n_computed = 0;        // leading tokens whose K/V are in the cache
-  int slot = -1;                 // KV cache sequence slot while running
+  int64_t n_computed = 0;  // leading tokens whose K/V are in the cache (after this step)
+  int64_t n_ready = 0;     // leading tokens whose K/V were written by earlier steps
+  int slot = -1;           // KV cache sequence slot while running
   Sampler sampler;
-  std::vector<int32_t> counts;   // per vocabulary id, for presence/frequency penalties
-  std::vector<int32_t> seen;     // ids with a non-zero count
+  std::vector<int32_t> counts;  // per vocabulary id, for presence/frequency penalties
+  std::vector<int32_t> seen;    // ids with a non-zero count
   Clock::time_point admitted{}, last_token{};
   int n_preempted = 0;
   bool done = false;
@@ -49,6 +55,9 @@ struct SchedulerConfig {
   int max_running = 8;             // KV slots: sequences in the running batch at once
   int64_t max_batch_tokens = 512;  // tokens per step, decode and prefill together
   int64_t watermark_blocks = -1;   // free blocks admission leaves for growth (-1: 1%, >= 1)
+  // Prefix reuse copies K/V rows; it needs the cache's row sizes (0 layers: off).
+  int kv_layers = 0;
+  int64_t kv_k_dim = 0, kv_v_dim = 0;
 };
 
 // One step's work: the batch, and for each logits row the sequence it belongs to.
@@ -57,6 +66,7 @@ struct StepPlan {
   std::vector<Sequence*> rows;
   int64_t n_decode = 0, n_prefill = 0;
   int64_t n_admitted = 0, n_preempted = 0;
+  int64_t n_reused = 0;  // prompt tokens copied from another sequence instead of computed
 
   void clear();
 };
@@ -85,6 +95,8 @@ class Scheduler {
   void preempt(size_t running_index);
   bool try_admit(int64_t& budget, StepPlan& plan);
   void add_chunk(Sequence& s, int64_t n, StepPlan& plan);
+  int64_t reuse_prefix(Sequence& s);
+  const Sequence* longest_prefix(const Sequence& s, bool ready_only, int64_t& len) const;
   void release(Sequence& s);
 
   SchedulerConfig cfg_;

@@ -12,13 +12,17 @@ struct Named {
   ChatFormat format;
 };
 constexpr Named kNames[] = {
-    {"chatml", ChatFormat::ChatML}, {"llama2", ChatFormat::Llama2},     {"mistral", ChatFormat::Mistral},
-    {"llama3", ChatFormat::Llama3}, {"zephyr", ChatFormat::Zephyr},     {"tulu", ChatFormat::Tulu},
-    {"olmoe", ChatFormat::Tulu},    {"gemma", ChatFormat::Gemma},       {"phi3", ChatFormat::Phi3},
-    {"deepseek", ChatFormat::DeepSeek}, {"deepseek3", ChatFormat::DeepSeek3}, {"command-r", ChatFormat::CommandR},
+    {"chatml", ChatFormat::ChatML},       {"llama2", ChatFormat::Llama2},
+    {"mistral", ChatFormat::Mistral},     {"llama3", ChatFormat::Llama3},
+    {"zephyr", ChatFormat::Zephyr},       {"tulu", ChatFormat::Tulu},
+    {"olmoe", ChatFormat::Tulu},          {"gemma", ChatFormat::Gemma},
+    {"phi3", ChatFormat::Phi3},           {"deepseek", ChatFormat::DeepSeek},
+    {"deepseek3", ChatFormat::DeepSeek3}, {"command-r", ChatFormat::CommandR},
 };
 
-bool has(const std::string& s, const char* needle) { return s.find(needle) != std::string::npos; }
+bool has(const std::string& s, const char* needle) {
+  return s.find(needle) != std::string::npos;
+}
 
 std::string trim(const std::string& s) {
   const auto b = s.find_first_not_of(" \t\r\n");
@@ -76,7 +80,8 @@ ChatTemplate ChatTemplate::detect(const std::string& jinja, const std::string& b
     t.format_ = detect_format(jinja);
     t.origin_ = "tokenizer.chat_template";
     // Qwen2-style ChatML adds a default system prompt when none is given.
-    if (t.format_ == ChatFormat::ChatML && has(jinja, "You are a helpful assistant.")) t.default_system_ = true;
+    if (t.format_ == ChatFormat::ChatML && has(jinja, "You are a helpful assistant."))
+      t.default_system_ = true;
   }
   return t;
 }
@@ -136,21 +141,26 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& input, bool gen
         std::string content = m.content;
         if (first && !system.empty()) content = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content;
         first = false;
-        if (m.role == "user") out += bos_ + "[INST] " + trim(content) + " [/INST]";
-        else out += " " + trim(content) + " " + eos_;
+        if (m.role == "user")
+          out += bos_ + "[INST] " + trim(content) + " [/INST]";
+        else
+          out += " " + trim(content) + " " + eos_;
       }
       break;
     }
     case ChatFormat::Mistral:
       out += bos_;
       for (const auto& m : fold_system(input, "\n\n")) {
-        if (m.role == "user") out += "[INST] " + m.content + " [/INST]";
-        else out += m.content + eos_;
+        if (m.role == "user")
+          out += "[INST] " + m.content + " [/INST]";
+        else
+          out += m.content + eos_;
       }
       break;
     case ChatFormat::Llama3:
       out += bos_;
-      for (const auto& m : input) out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
+      for (const auto& m : input)
+        out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
       if (gen) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
       break;
     case ChatFormat::Zephyr:
@@ -161,15 +171,18 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& input, bool gen
       out += bos_;
       for (size_t i = 0; i < input.size(); ++i) {
         const auto& m = input[i];
-        if (m.role == "assistant") out += "<|assistant|>\n" + m.content + eos_ + (i + 1 < input.size() ? "\n" : "");
-        else out += "<|" + m.role + "|>\n" + m.content + "\n";
+        if (m.role == "assistant")
+          out += "<|assistant|>\n" + m.content + eos_ + (i + 1 < input.size() ? "\n" : "");
+        else
+          out += "<|" + m.role + "|>\n" + m.content + "\n";
       }
       if (gen) out += "<|assistant|>\n";
       break;
     case ChatFormat::Gemma:
       out += bos_;
       for (const auto& m : fold_system(input, "\n\n")) {
-        out += "<start_of_turn>" + std::string(m.role == "assistant" ? "model" : "user") + "\n" + trim(m.content) + "<end_of_turn>\n";
+        out += "<start_of_turn>" + std::string(m.role == "assistant" ? "model" : "user") + "\n" +
+               trim(m.content) + "<end_of_turn>\n";
       }
       if (gen) out += "<start_of_turn>model\n";
       break;
@@ -180,25 +193,39 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& input, bool gen
     case ChatFormat::DeepSeek:
       out += bos_;
       for (const auto& m : input) {
-        if (m.role == "system") out += m.content + "\n\n";
-        else if (m.role == "user") out += "User: " + m.content + "\n\n";
-        else out += "Assistant: " + m.content + eos_;
+        if (m.role == "system")
+          out += m.content + "\n\n";
+        else if (m.role == "user")
+          out += "User: " + m.content + "\n\n";
+        else
+          out += "Assistant: " + m.content + eos_;
       }
       if (gen) out += "Assistant:";
       break;
     case ChatFormat::DeepSeek3:
       out += bos_;
       for (const auto& m : input) {
-        if (m.role == "system") out += m.content;
-        else if (m.role == "user") out += "<\xEF\xBD\x9CUser\xEF\xBD\x9C>" + m.content;
-        else out += "<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>" + m.content + eos_;
+        if (m.role == "system")
+          out += m.content;
+        else if (m.role == "user")
+          out += "<\xEF\xBD\x9CUser\xEF\xBD\x9C>" + m.content;
+        else
+          out +=
+              "<\xEF\xBD\x9C"
+              "Assistant\xEF\xBD\x9C>" +
+              m.content + eos_;
       }
-      if (gen) out += "<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>";
+      if (gen)
+        out +=
+            "<\xEF\xBD\x9C"
+            "Assistant\xEF\xBD\x9C>";
       break;
     case ChatFormat::CommandR:
       out += bos_;
       for (const auto& m : input) {
-        const char* tag = m.role == "system" ? "<|SYSTEM_TOKEN|>" : m.role == "user" ? "<|USER_TOKEN|>" : "<|CHATBOT_TOKEN|>";
+        const char* tag = m.role == "system" ? "<|SYSTEM_TOKEN|>"
+                          : m.role == "user" ? "<|USER_TOKEN|>"
+                                             : "<|CHATBOT_TOKEN|>";
         out += std::string("<|START_OF_TURN_TOKEN|>") + tag + m.content + "<|END_OF_TURN_TOKEN|>";
       }
       if (gen) out += "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>";
@@ -209,17 +236,26 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& input, bool gen
 
 std::vector<std::string> ChatTemplate::stop_strings() const {
   switch (format_) {
-    case ChatFormat::ChatML: return {"<|im_end|>", "<|im_start|>"};
-    case ChatFormat::Llama3: return {"<|eot_id|>", "<|start_header_id|>"};
+    case ChatFormat::ChatML:
+      return {"<|im_end|>", "<|im_start|>"};
+    case ChatFormat::Llama3:
+      return {"<|eot_id|>", "<|start_header_id|>"};
     case ChatFormat::Zephyr:
-    case ChatFormat::Tulu: return {"<|user|>", "<|system|>"};
-    case ChatFormat::Gemma: return {"<end_of_turn>", "<start_of_turn>"};
-    case ChatFormat::Phi3: return {"<|end|>", "<|user|>"};
+    case ChatFormat::Tulu:
+      return {"<|user|>", "<|system|>"};
+    case ChatFormat::Gemma:
+      return {"<end_of_turn>", "<start_of_turn>"};
+    case ChatFormat::Phi3:
+      return {"<|end|>", "<|user|>"};
     case ChatFormat::Llama2:
-    case ChatFormat::Mistral: return {"[INST]"};
-    case ChatFormat::DeepSeek3: return {"<\xEF\xBD\x9CUser\xEF\xBD\x9C>"};
-    case ChatFormat::CommandR: return {"<|END_OF_TURN_TOKEN|>"};
-    default: return {};
+    case ChatFormat::Mistral:
+      return {"[INST]"};
+    case ChatFormat::DeepSeek3:
+      return {"<\xEF\xBD\x9CUser\xEF\xBD\x9C>"};
+    case ChatFormat::CommandR:
+      return {"<|END_OF_TURN_TOKEN|>"};
+    default:
+      return {};
   }
 }
 

@@ -10,23 +10,24 @@
 namespace sy {
 
 struct ChatMessage {
-  std::string role;  // system, user, assistant (developer -> system, tool -> user where the format has no tool role)
+  std::string
+      role;  // system, user, assistant (developer -> system, tool -> user where the format has no tool role)
   std::string content;
 };
 
 enum class ChatFormat {
   Unsupported,
-  ChatML,    // <|im_start|>role ... <|im_end|> (Qwen, many others)
-  Llama2,    // [INST] <<SYS>> ... <</SYS>> ... [/INST]
-  Mistral,   // [INST] ... [/INST] (Mistral / Mixtral instruct)
-  Llama3,    // <|start_header_id|>role<|end_header_id|> ... <|eot_id|>
-  Zephyr,    // <|user|>\n ... </s>
-  Tulu,      // <|user|>\n ... \n (OLMoE / Tulu instruct)
-  Gemma,     // <start_of_turn>user ... <end_of_turn>
-  Phi3,      // <|user|>\n ... <|end|>
-  DeepSeek,  // User: ...\n\nAssistant: ... (DeepSeek-MoE / DeepSeek-V2 chat)
-  DeepSeek3, // <｜User｜> ... <｜Assistant｜>
-  CommandR,  // <|START_OF_TURN_TOKEN|><|USER_TOKEN|> ...
+  ChatML,     // <|im_start|>role ... <|im_end|> (Qwen, many others)
+  Llama2,     // [INST] <<SYS>> ... <</SYS>> ... [/INST]
+  Mistral,    // [INST] ... [/INST] (Mistral / Mixtral instruct)
+  Llama3,     // <|start_header_id|>role<|end_header_id|> ... <|eot_id|>
+  Zephyr,     // <|user|>\n ... </s>
+  Tulu,       // <|user|>\n ... \n (OLMoE / Tulu instruct)
+  Gemma,      // <start_of_turn>user ... <end_of_turn>
+  Phi3,       // <|user|>\n ... <|end|>
+  DeepSeek,   // User: ...\n\nAssistant: ... (DeepSeek-MoE / DeepSeek-V2 chat)
+  DeepSeek3,  // <｜User｜> ... <｜Assistant｜>
+  CommandR,   // <|START_OF_TURN_TOKEN|><|USER_TOKEN|> ...
 };
 
 class ChatTemplate {

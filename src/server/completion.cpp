@@ -6,12 +6,18 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string sse(const json& j) { return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"; }
+std::string sse(const json& j) {
+  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
 
 }  // namespace
 
 CompletionRun::CompletionRun(Engine& engine, const Tokenizer& tok, CompletionJob job, Meta meta)
-    : engine_(engine), tok_(tok), job_(std::move(job)), meta_(std::move(meta)), channel_(std::make_shared<Channel>()) {
+    : engine_(engine),
+      tok_(tok),
+      job_(std::move(job)),
+      meta_(std::move(meta)),
+      channel_(std::make_shared<Channel>()) {
   for (size_t p = 0; p < job_.prompts.size(); ++p) {
     for (int i = 0; i < job_.n; ++i) {
       auto c = std::make_unique<Choice>(tok_, job_.stop);
@@ -21,14 +27,18 @@ CompletionRun::CompletionRun(Engine& engine, const Tokenizer& tok, CompletionJob
       GenerationParams g = job_.gen;
       g.max_tokens = job_.max_tokens[p];
       g.sampling.seed += static_cast<uint64_t>(i);  // n choices: different draws, reproducible with a seed
-      if (g.max_tokens > 0) c->req = std::make_shared<Request>(job_.prompts[p], std::move(g), channel_);
-      else c->finish = "length";
+      if (g.max_tokens > 0)
+        c->req = std::make_shared<Request>(job_.prompts[p], std::move(g), channel_);
+      else
+        c->finish = "length";
       choices_.push_back(std::move(c));
     }
   }
 }
 
-CompletionRun::~CompletionRun() { cancel(); }
+CompletionRun::~CompletionRun() {
+  cancel();
+}
 
 void CompletionRun::cancel() {
   for (auto& c : choices_) {
@@ -81,8 +91,12 @@ void CompletionRun::pump() {
     c.text += c.stop.push(c.dec.flush());
     c.text += c.stop.flush();
     switch (u.finish) {
-      case FinishReason::Stop: c.finish = "stop"; break;
-      case FinishReason::Length: c.finish = "length"; break;
+      case FinishReason::Stop:
+        c.finish = "stop";
+        break;
+      case FinishReason::Length:
+        c.finish = "length";
+        break;
       case FinishReason::Cancelled:
         c.finish = "error";
         c.error = "the request was cancelled because the server is shutting down";
@@ -107,7 +121,8 @@ json CompletionRun::usage() const {
   int64_t completion = 0;
   for (const auto& c : choices_) completion += c->n_tokens;
   const int64_t prompt = job_.prompt_tokens();
-  return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
+  return {
+      {"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
 }
 
 json CompletionRun::chunk(const Choice& c, const std::string& text, bool finish) const {
@@ -118,9 +133,15 @@ json CompletionRun::chunk(const Choice& c, const std::string& text, bool finish)
       if (!c.started) delta["role"] = "assistant";
       delta["content"] = text;
     }
-    choice = {{"index", c.index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish ? json(c.finish) : json(nullptr)}};
+    choice = {{"index", c.index},
+              {"delta", delta},
+              {"logprobs", nullptr},
+              {"finish_reason", finish ? json(c.finish) : json(nullptr)}};
   } else {
-    choice = {{"text", text}, {"index", c.index}, {"logprobs", nullptr}, {"finish_reason", finish ? json(c.finish) : json(nullptr)}};
+    choice = {{"text", text},
+              {"index", c.index},
+              {"logprobs", nullptr},
+              {"finish_reason", finish ? json(c.finish) : json(nullptr)}};
   }
   json j = {{"id", meta_.id},
             {"object", job_.endpoint == Endpoint::Chat ? "chat.completion.chunk" : "text_completion"},
@@ -191,7 +212,8 @@ bool CompletionRun::respond(const ResponseSink& sink) {
                          {"logprobs", nullptr},
                          {"finish_reason", c->finish}});
     } else {
-      choices.push_back({{"text", c->text}, {"index", c->index}, {"logprobs", nullptr}, {"finish_reason", c->finish}});
+      choices.push_back(
+          {{"text", c->text}, {"index", c->index}, {"logprobs", nullptr}, {"finish_reason", c->finish}});
     }
   }
   json j = {{"id", meta_.id},

@@ -56,8 +56,8 @@ class CompletionRun {
     StopMatcher stop;
     size_t seen = 0;
     int64_t n_tokens = 0;
-    std::string text;              // stream: not yet sent; otherwise: everything
-    std::string finish;            // "stop" / "length" when done; "error" with `error`
+    std::string text;    // stream: not yet sent; otherwise: everything
+    std::string finish;  // "stop" / "length" when done; "error" with `error`
     std::string error;
     bool got_token = false, started = false, finish_sent = false;
   };

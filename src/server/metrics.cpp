@@ -8,7 +8,7 @@ namespace {
 
 std::string fmt(double v) {
   char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.17g", v);
+  std::snprintf(buf, sizeof(buf), "%.15g", v);
   return buf;
 }
 
@@ -69,58 +69,82 @@ std::map<std::pair<std::string, int>, uint64_t> HttpMetrics::snapshot() const {
   return counts_;
 }
 
-std::string render_metrics(const EngineStatsData& e, const std::map<std::pair<std::string, int>, uint64_t>& http,
+std::string render_metrics(const EngineStatsData& e,
+                           const std::map<std::pair<std::string, int>, uint64_t>& http,
                            const ServerInfo& info) {
   Writer w;
   w.head("switchyard_info", "gauge", "Served model and settings.");
   w.sample("switchyard_info",
-           "model=\"" + escape(info.model_id) + "\",parallel=\"" + std::to_string(info.parallel) + "\",ctx_size=\"" +
-               std::to_string(info.ctx_size) + "\",max_queue=\"" + std::to_string(info.max_queue) + "\"",
+           "model=\"" + escape(info.model_id) + "\",parallel=\"" + std::to_string(info.parallel) +
+               "\",ctx_size=\"" + std::to_string(info.ctx_size) + "\",max_queue=\"" +
+               std::to_string(info.max_queue) + "\"",
            1);
   w.metric("switchyard_uptime_seconds", "gauge", "Seconds since the server started.", info.uptime_seconds);
 
   w.head("switchyard_http_requests_total", "counter", "HTTP requests answered, by route and status code.");
   for (const auto& [key, n] : http) {
-    w.sample("switchyard_http_requests_total", "route=\"" + escape(key.first) + "\",code=\"" + std::to_string(key.second) + "\"",
+    w.sample("switchyard_http_requests_total",
+             "route=\"" + escape(key.first) + "\",code=\"" + std::to_string(key.second) + "\"",
              static_cast<double>(n));
   }
-  w.metric("switchyard_requests_submitted_total", "counter", "Generation requests accepted into the queue (one per choice).",
+  w.metric("switchyard_requests_submitted_total", "counter",
+           "Generation requests accepted into the queue (one per choice).",
            static_cast<double>(e.requests_submitted));
-  w.metric("switchyard_requests_rejected_total", "counter", "Generation requests refused because the queue was full.",
+  w.metric("switchyard_requests_rejected_total", "counter",
+           "Generation requests refused because the queue was full.",
            static_cast<double>(e.requests_rejected));
   w.head("switchyard_requests_finished_total", "counter", "Generation requests finished, by reason.");
   w.sample("switchyard_requests_finished_total", "reason=\"stop\"", static_cast<double>(e.finished_stop));
   w.sample("switchyard_requests_finished_total", "reason=\"length\"", static_cast<double>(e.finished_length));
-  w.sample("switchyard_requests_finished_total", "reason=\"cancelled\"", static_cast<double>(e.finished_cancelled));
+  w.sample("switchyard_requests_finished_total", "reason=\"cancelled\"",
+           static_cast<double>(e.finished_cancelled));
   w.sample("switchyard_requests_finished_total", "reason=\"error\"", static_cast<double>(e.finished_error));
   w.metric("switchyard_prompt_tokens_total", "counter", "Prompt tokens of accepted requests (tokens in).",
            static_cast<double>(e.prompt_tokens));
   w.metric("switchyard_generation_tokens_total", "counter", "Generated tokens (tokens out).",
            static_cast<double>(e.generated_tokens));
-  w.metric("switchyard_computed_tokens_total", "counter", "Tokens evaluated by the model, recomputation after preemption included.",
+  w.metric("switchyard_computed_tokens_total", "counter",
+           "Tokens evaluated by the model, recomputation after preemption included.",
            static_cast<double>(e.computed_tokens));
-  w.metric("switchyard_steps_total", "counter", "Engine steps (forward passes over a batch).", static_cast<double>(e.steps));
-  w.metric("switchyard_preemptions_total", "counter", "Sequences preempted (KV blocks freed, recomputed later) when the KV pool ran out.",
+  w.metric("switchyard_steps_total", "counter", "Engine steps (forward passes over a batch).",
+           static_cast<double>(e.steps));
+  w.metric("switchyard_preemptions_total", "counter",
+           "Sequences preempted (KV blocks freed, recomputed later) when the KV pool ran out.",
            static_cast<double>(e.preemptions));
+  w.metric(
+      "switchyard_prefix_reused_tokens_total", "counter",
+      "Prompt tokens whose K/V were copied from a running request with the same prefix instead of computed.",
+      static_cast<double>(e.reused_tokens));
   w.metric("switchyard_busy_seconds_total", "counter", "Seconds spent in forward passes.", e.busy_seconds);
 
-  w.metric("switchyard_queue_depth", "gauge", "Requests waiting to join the running batch.", static_cast<double>(e.queue_depth));
-  w.metric("switchyard_running_requests", "gauge", "Requests in the running batch.", static_cast<double>(e.running));
-  w.metric("switchyard_batch_tokens", "gauge", "Tokens in the last step's batch.", static_cast<double>(e.last_batch_tokens));
-  w.metric("switchyard_kv_blocks_total", "gauge", "KV cache blocks in the pool.", static_cast<double>(e.kv_blocks_total));
-  w.metric("switchyard_kv_blocks_used", "gauge", "KV cache blocks held by running requests.", static_cast<double>(e.kv_blocks_used));
-  w.metric("switchyard_kv_block_size", "gauge", "Positions per KV cache block.", static_cast<double>(e.kv_block_size));
+  w.metric("switchyard_queue_depth", "gauge", "Requests waiting to join the running batch.",
+           static_cast<double>(e.queue_depth));
+  w.metric("switchyard_running_requests", "gauge", "Requests in the running batch.",
+           static_cast<double>(e.running));
+  w.metric("switchyard_batch_tokens", "gauge", "Tokens in the last step's batch.",
+           static_cast<double>(e.last_batch_tokens));
+  w.metric("switchyard_kv_blocks_total", "gauge", "KV cache blocks in the pool.",
+           static_cast<double>(e.kv_blocks_total));
+  w.metric("switchyard_kv_blocks_used", "gauge", "KV cache blocks held by running requests.",
+           static_cast<double>(e.kv_blocks_used));
+  w.metric("switchyard_kv_block_size", "gauge", "Positions per KV cache block.",
+           static_cast<double>(e.kv_block_size));
 
-  w.histogram("switchyard_time_to_first_token_seconds", "Time from arrival to the first generated token.", e.ttft);
-  w.histogram("switchyard_time_per_output_token_seconds", "Time between consecutive generated tokens of a request.", e.tpot);
-  w.histogram("switchyard_e2e_request_latency_seconds", "Time from arrival to the end of requests that completed.", e.e2e);
-  w.histogram("switchyard_queue_time_seconds", "Time from arrival to joining the running batch.", e.queue_time);
+  w.histogram("switchyard_time_to_first_token_seconds", "Time from arrival to the first generated token.",
+              e.ttft);
+  w.histogram("switchyard_time_per_output_token_seconds",
+              "Time between consecutive generated tokens of a request.", e.tpot);
+  w.histogram("switchyard_e2e_request_latency_seconds",
+              "Time from arrival to the end of requests that completed.", e.e2e);
+  w.histogram("switchyard_queue_time_seconds", "Time from arrival to joining the running batch.",
+              e.queue_time);
   w.histogram("switchyard_step_batch_tokens", "Tokens per engine step.", e.batch_tokens);
 
   const char* moe_metrics[][3] = {
       {"switchyard_moe_routed_tokens_total", "counter", "Tokens routed through each MoE layer."},
       {"switchyard_moe_expert_activations_total", "counter",
-       "Experts activated (run on at least one token) per MoE layer, summed over steps; divide by steps for the mean."},
+       "Experts activated (run on at least one token) per MoE layer, summed over steps; divide by steps for "
+       "the mean."},
       {"switchyard_moe_expert_bytes_read_total", "counter", "Expert weight bytes read per MoE layer."},
       {"switchyard_moe_active_experts", "gauge", "Experts activated in each MoE layer in the last step."},
   };
@@ -129,11 +153,24 @@ std::string render_metrics(const EngineStatsData& e, const std::map<std::pair<st
     for (size_t il = 0; il < e.layers.size(); ++il) {
       const MoeLayerStats& l = e.layers[il];
       if (!l.moe) continue;
-      const double v = m == 0 ? static_cast<double>(l.routed_tokens)
+      const double v = m == 0   ? static_cast<double>(l.routed_tokens)
                        : m == 1 ? static_cast<double>(l.active_experts)
                        : m == 2 ? static_cast<double>(l.expert_bytes_read)
                                 : static_cast<double>(l.last_active);
       w.sample(moe_metrics[m][0], "layer=\"" + std::to_string(il) + "\"", v);
+    }
+  }
+  if (e.n_expert > 0) {
+    w.head("switchyard_moe_expert_tokens_total", "counter",
+           "Tokens routed to each expert of each MoE layer (top-k choices).");
+    for (size_t il = 0; il < e.layers.size(); ++il) {
+      if (!e.layers[il].moe) continue;
+      for (int x = 0; x < e.n_expert; ++x) {
+        w.sample("switchyard_moe_expert_tokens_total",
+                 "layer=\"" + std::to_string(il) + "\",expert=\"" + std::to_string(x) + "\"",
+                 static_cast<double>(
+                     e.expert_tokens[il * static_cast<size_t>(e.n_expert) + static_cast<size_t>(x)]));
+      }
     }
   }
   return w.str();

@@ -30,7 +30,8 @@ struct ServerInfo {
   double uptime_seconds = 0;
 };
 
-std::string render_metrics(const EngineStatsData& e, const std::map<std::pair<std::string, int>, uint64_t>& http,
+std::string render_metrics(const EngineStatsData& e,
+                           const std::map<std::pair<std::string, int>, uint64_t>& http,
                            const ServerInfo& info);
 
 }  // namespace sy

@@ -28,8 +28,9 @@ std::string num(double v) {
 }
 
 ApiError invalid_type(const std::string& field, const std::string& expected, const json& v) {
-  return ApiError(400, "Invalid type for '" + field + "': expected " + expected + ", but got " + type_of(v) + " instead.",
-                  field, "invalid_type");
+  return ApiError(
+      400, "Invalid type for '" + field + "': expected " + expected + ", but got " + type_of(v) + " instead.",
+      field, "invalid_type");
 }
 
 ApiError invalid_value(const std::string& field, const std::string& what) {
@@ -62,7 +63,8 @@ std::optional<double> get_number(const json& body, const char* key, double lo, d
   if (!v->is_number()) throw invalid_type(key, "a number", *v);
   const double d = v->get<double>();
   if (!std::isfinite(d) || d < lo || d > hi) {
-    throw invalid_value(key, "expected a number between " + num(lo) + " and " + num(hi) + ", but got " + num(d) + ".");
+    throw invalid_value(
+        key, "expected a number between " + num(lo) + " and " + num(hi) + ", but got " + num(d) + ".");
   }
   return d;
 }
@@ -72,12 +74,15 @@ std::optional<int64_t> get_int(const json& body, const char* key, int64_t lo, in
   if (!v) return std::nullopt;
   if (!is_integral(*v)) throw invalid_type(key, "an integer", *v);
   int64_t i = 0;
-  if (v->is_number_unsigned()) i = static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), INT64_MAX));
-  else if (v->is_number_integer()) i = v->get<int64_t>();
-  else i = static_cast<int64_t>(v->get<double>());
+  if (v->is_number_unsigned())
+    i = static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), INT64_MAX));
+  else if (v->is_number_integer())
+    i = v->get<int64_t>();
+  else
+    i = static_cast<int64_t>(v->get<double>());
   if (i < lo || i > hi) {
-    throw invalid_value(key, "expected an integer between " + std::to_string(lo) + " and " + std::to_string(hi) +
-                                 ", but got " + std::to_string(i) + ".");
+    throw invalid_value(key, "expected an integer between " + std::to_string(lo) + " and " +
+                                 std::to_string(hi) + ", but got " + std::to_string(i) + ".");
   }
   return i;
 }
@@ -94,7 +99,9 @@ std::vector<std::string> parse_stop(const json& body) {
   if (!v) return {};
   if (v->is_string()) return {v->get<std::string>()};
   if (!v->is_array()) throw invalid_type("stop", "a string or an array of strings", *v);
-  if (v->size() > 4) throw invalid_value("stop", "at most 4 stop sequences are allowed, but got " + std::to_string(v->size()) + ".");
+  if (v->size() > 4)
+    throw invalid_value("stop",
+                        "at most 4 stop sequences are allowed, but got " + std::to_string(v->size()) + ".");
   std::vector<std::string> out;
   for (size_t i = 0; i < v->size(); ++i) {
     if (!(*v)[i].is_string()) throw invalid_type("stop[" + std::to_string(i) + "]", "a string", (*v)[i]);
@@ -117,7 +124,8 @@ void parse_sampling(const json& body, GenerationParams& g, const ApiContext& ctx
   s.min_p = static_cast<float>(get_number(body, "min_p", 0, 1).value_or(0.0));
   s.repeat_penalty = static_cast<float>(get_number(body, "repeat_penalty", 0.01, 100).value_or(1.0));
   s.repeat_last_n = static_cast<int>(get_int(body, "repeat_last_n", 0, 1 << 20).value_or(64));
-  s.seed = static_cast<uint64_t>(get_int(body, "seed", INT64_MIN, INT64_MAX).value_or(static_cast<int64_t>(ctx.default_seed)));
+  s.seed = static_cast<uint64_t>(
+      get_int(body, "seed", INT64_MIN, INT64_MAX).value_or(static_cast<int64_t>(ctx.default_seed)));
   g.presence_penalty = static_cast<float>(get_number(body, "presence_penalty", -2, 2).value_or(0.0));
   g.frequency_penalty = static_cast<float>(get_number(body, "frequency_penalty", -2, 2).value_or(0.0));
   g.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
@@ -135,11 +143,13 @@ void parse_sampling(const json& body, GenerationParams& g, const ApiContext& ctx
         used = 0;
       }
       if (used != key.size() || id < 0 || id >= n_vocab) {
-        throw invalid_value("logit_bias", "'" + key + "' is not a token id of this model (0.." + std::to_string(n_vocab - 1) + ").");
+        throw invalid_value("logit_bias", "'" + key + "' is not a token id of this model (0.." +
+                                              std::to_string(n_vocab - 1) + ").");
       }
       if (!val.is_number()) throw invalid_type(f, "a number", val);
       const double b = val.get<double>();
-      if (!(b >= -100 && b <= 100)) throw invalid_value(f, "expected a number between -100 and 100, but got " + num(b) + ".");
+      if (!(b >= -100 && b <= 100))
+        throw invalid_value(f, "expected a number between -100 and 100, but got " + num(b) + ".");
       g.logit_bias.emplace_back(static_cast<int32_t>(id), b <= -100 ? -INFINITY : static_cast<float>(b));
     }
   }
@@ -149,10 +159,12 @@ std::vector<int32_t> token_array(const json& a, const std::string& fieldname, in
   std::vector<int32_t> out;
   out.reserve(a.size());
   for (size_t i = 0; i < a.size(); ++i) {
-    if (!is_integral(a[i])) throw invalid_type(fieldname + "[" + std::to_string(i) + "]", "an integer token id", a[i]);
+    if (!is_integral(a[i]))
+      throw invalid_type(fieldname + "[" + std::to_string(i) + "]", "an integer token id", a[i]);
     const double id = a[i].get<double>();
     if (id < 0 || id >= n_vocab) {
-      throw invalid_value(fieldname, "token id " + num(id) + " is outside the vocabulary (0.." + std::to_string(n_vocab - 1) + ").");
+      throw invalid_value(fieldname, "token id " + num(id) + " is outside the vocabulary (0.." +
+                                         std::to_string(n_vocab - 1) + ").");
     }
     out.push_back(static_cast<int32_t>(id));
   }
@@ -161,7 +173,8 @@ std::vector<int32_t> token_array(const json& a, const std::string& fieldname, in
 
 void parse_prompts(const json& body, const ApiContext& ctx, bool echo, CompletionJob& job) {
   const json* p = field(body, "prompt");
-  if (!p) throw ApiError(400, "Missing required parameter: 'prompt'.", "prompt", "missing_required_parameter");
+  if (!p)
+    throw ApiError(400, "Missing required parameter: 'prompt'.", "prompt", "missing_required_parameter");
   const Tokenizer& tok = *ctx.tok;
   auto add_text = [&](const std::string& text) {
     job.prompts.push_back(tok.encode(text, tok.add_bos_default(), true));
@@ -178,7 +191,8 @@ void parse_prompts(const json& body, const ApiContext& ctx, bool echo, Completio
     const json& first = (*p)[0];
     if (first.is_string()) {
       for (size_t i = 0; i < p->size(); ++i) {
-        if (!(*p)[i].is_string()) throw invalid_type("prompt[" + std::to_string(i) + "]", "a string", (*p)[i]);
+        if (!(*p)[i].is_string())
+          throw invalid_type("prompt[" + std::to_string(i) + "]", "a string", (*p)[i]);
         add_text((*p)[i].get<std::string>());
       }
     } else if (first.is_array()) {
@@ -197,14 +211,19 @@ void parse_prompts(const json& body, const ApiContext& ctx, bool echo, Completio
 
 void parse_chat(const json& body, const ApiContext& ctx, CompletionJob& job) {
   const json* m = field(body, "messages");
-  if (!m) throw ApiError(400, "Missing required parameter: 'messages'.", "messages", "missing_required_parameter");
+  if (!m)
+    throw ApiError(400, "Missing required parameter: 'messages'.", "messages", "missing_required_parameter");
   if (!m->is_array()) throw invalid_type("messages", "an array", *m);
-  if (m->empty()) throw invalid_value("messages", "expected an array with at least 1 message, but got an empty array.");
+  if (m->empty())
+    throw invalid_value("messages", "expected an array with at least 1 message, but got an empty array.");
   const auto messages = parse_chat_messages(*m);
   if (!ctx.chat->supported()) {
-    throw ApiError(500, "This model's chat template is not supported by switchyard, so /v1/chat/completions is unavailable; "
-                   "use /v1/completions, or restart the server with --chat-template one of: " + ChatTemplate::supported_names() + ".",
-                   "", "chat_template_unsupported", "server_error");
+    throw ApiError(
+        500,
+        "This model's chat template is not supported by switchyard, so /v1/chat/completions is unavailable; "
+        "use /v1/completions, or restart the server with --chat-template one of: " +
+            ChatTemplate::supported_names() + ".",
+        "", "chat_template_unsupported", "server_error");
   }
   const std::string text = ctx.chat->render(messages, true);
   const Tokenizer& tok = *ctx.tok;
@@ -218,7 +237,8 @@ void parse_chat(const json& body, const ApiContext& ctx, CompletionJob& job) {
 
 }  // namespace
 
-json error_json(const std::string& message, const std::string& type, const std::string& param, const std::string& code) {
+json error_json(const std::string& message, const std::string& type, const std::string& param,
+                const std::string& code) {
   return {{"error",
            {{"message", message},
             {"type", type},
@@ -226,7 +246,9 @@ json error_json(const std::string& message, const std::string& type, const std::
             {"code", code.empty() ? json(nullptr) : json(code)}}}};
 }
 
-json ApiError::body() const { return error_json(what(), type, param, code); }
+json ApiError::body() const {
+  return error_json(what(), type, param, code);
+}
 
 int64_t CompletionJob::prompt_tokens() const {
   int64_t n = 0;
@@ -245,10 +267,14 @@ std::string random_id(const char* prefix) {
 json parse_json_body(const std::string& body) {
   json j = json::parse(body, nullptr, false);
   if (j.is_discarded()) {
-    throw ApiError(400, "We could not parse the JSON body of your request. The body must be valid JSON "
-                   "(see https://platform.openai.com/docs/api-reference).", "", "invalid_json");
+    throw ApiError(400,
+                   "We could not parse the JSON body of your request. The body must be valid JSON "
+                   "(see https://platform.openai.com/docs/api-reference).",
+                   "", "invalid_json");
   }
-  if (!j.is_object()) throw ApiError(400, "The request body must be a JSON object, but got " + type_of(j) + ".", "", "invalid_json");
+  if (!j.is_object())
+    throw ApiError(400, "The request body must be a JSON object, but got " + type_of(j) + ".", "",
+                   "invalid_json");
   return j;
 }
 
@@ -259,19 +285,25 @@ std::vector<ChatMessage> parse_chat_messages(const json& messages) {
     const std::string f = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) throw invalid_type(f, "an object", m);
     const json* role = field(m, "role");
-    if (!role) throw ApiError(400, "Missing required parameter: '" + f + ".role'.", f + ".role", "missing_required_parameter");
+    if (!role)
+      throw ApiError(400, "Missing required parameter: '" + f + ".role'.", f + ".role",
+                     "missing_required_parameter");
     if (!role->is_string()) throw invalid_type(f + ".role", "a string", *role);
     std::string r = role->get<std::string>();
     if (r == "developer") r = "system";
     if (r == "tool" || r == "function") throw unsupported(f + ".role", "The '" + r + "' role (tool calling)");
     if (r != "system" && r != "user" && r != "assistant") {
-      throw invalid_value(f + ".role", "'" + r + "' is not one of 'system', 'developer', 'user', 'assistant'.");
+      throw invalid_value(f + ".role",
+                          "'" + r + "' is not one of 'system', 'developer', 'user', 'assistant'.");
     }
-    if (field(m, "tool_calls") || field(m, "function_call")) throw unsupported(f + ".tool_calls", "Tool calling");
+    if (field(m, "tool_calls") || field(m, "function_call"))
+      throw unsupported(f + ".tool_calls", "Tool calling");
     std::string content;
     const json* c = field(m, "content");
     if (!c) {
-      if (r != "assistant") throw ApiError(400, "Missing required parameter: '" + f + ".content'.", f + ".content", "missing_required_parameter");
+      if (r != "assistant")
+        throw ApiError(400, "Missing required parameter: '" + f + ".content'.", f + ".content",
+                       "missing_required_parameter");
     } else if (c->is_string()) {
       content = c->get<std::string>();
     } else if (c->is_array()) {
@@ -280,8 +312,11 @@ std::vector<ChatMessage> parse_chat_messages(const json& messages) {
         const std::string pf = f + ".content[" + std::to_string(j) + "]";
         if (!part.is_object()) throw invalid_type(pf, "an object", part);
         const json* type = field(part, "type");
-        if (!type || !type->is_string()) throw ApiError(400, "Missing required parameter: '" + pf + ".type'.", pf + ".type", "missing_required_parameter");
-        if (type->get<std::string>() != "text") throw unsupported(pf + ".type", "Content of type '" + type->get<std::string>() + "'");
+        if (!type || !type->is_string())
+          throw ApiError(400, "Missing required parameter: '" + pf + ".type'.", pf + ".type",
+                         "missing_required_parameter");
+        if (type->get<std::string>() != "text")
+          throw unsupported(pf + ".type", "Content of type '" + type->get<std::string>() + "'");
         const json* text = field(part, "text");
         if (!text || !text->is_string()) throw invalid_type(pf + ".text", "a string", text ? *text : json());
         content += text->get<std::string>();
@@ -298,17 +333,22 @@ CompletionJob parse_completion_request(const json& body, Endpoint ep, const ApiC
   CompletionJob job;
   job.endpoint = ep;
   const json* model = field(body, "model");
-  if (!model) throw ApiError(400, "Missing required parameter: 'model'.", "model", "missing_required_parameter");
+  if (!model)
+    throw ApiError(400, "Missing required parameter: 'model'.", "model", "missing_required_parameter");
   if (!model->is_string()) throw invalid_type("model", "a string", *model);
   if (model->get<std::string>() != ctx.model_id) {
-    throw ApiError(404, "The model '" + model->get<std::string>() + "' does not exist; this server serves '" + ctx.model_id + "'.",
+    throw ApiError(404,
+                   "The model '" + model->get<std::string>() + "' does not exist; this server serves '" +
+                       ctx.model_id + "'.",
                    "model", "model_not_found");
   }
   const bool chat = ep == Endpoint::Chat;
   job.n = static_cast<int>(get_int(body, "n", 1, 128).value_or(1));
   job.stream = get_bool(body, "stream").value_or(false);
   if (const json* so = field(body, "stream_options")) {
-    if (!job.stream) throw ApiError(400, "The 'stream_options' parameter is only allowed when 'stream' is enabled.", "stream_options", "invalid_value");
+    if (!job.stream)
+      throw ApiError(400, "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+                     "stream_options", "invalid_value");
     if (!so->is_object()) throw invalid_type("stream_options", "an object", *so);
     job.include_usage = get_bool(*so, "include_usage").value_or(false);
   }
@@ -316,14 +356,17 @@ CompletionJob parse_completion_request(const json& body, Endpoint ep, const ApiC
   job.stop = parse_stop(body);
 
   // Features this server does not have are refused, not silently ignored.
-  if (const json* lp = field(body, "logprobs"); lp && !(lp->is_boolean() ? !lp->get<bool>() : (is_integral(*lp) && lp->get<double>() == 0))) {
+  if (const json* lp = field(body, "logprobs");
+      lp && !(lp->is_boolean() ? !lp->get<bool>() : (is_integral(*lp) && lp->get<double>() == 0))) {
     throw unsupported("logprobs", "Returning log probabilities ('logprobs')");
   }
   if (const json* tl = field(body, "top_logprobs"); tl && !(is_integral(*tl) && tl->get<double>() == 0)) {
     throw unsupported("top_logprobs", "Returning log probabilities ('top_logprobs')");
   }
-  if (const json* t = field(body, "tools"); t && !(t->is_array() && t->empty())) throw unsupported("tools", "Tool calling ('tools')");
-  if (const json* f = field(body, "functions"); f && !(f->is_array() && f->empty())) throw unsupported("functions", "Function calling ('functions')");
+  if (const json* t = field(body, "tools"); t && !(t->is_array() && t->empty()))
+    throw unsupported("tools", "Tool calling ('tools')");
+  if (const json* f = field(body, "functions"); f && !(f->is_array() && f->empty()))
+    throw unsupported("functions", "Function calling ('functions')");
   if (const json* rf = field(body, "response_format")) {
     if (!rf->is_object()) throw invalid_type("response_format", "an object", *rf);
     const json* type = field(*rf, "type");
@@ -348,7 +391,8 @@ CompletionJob parse_completion_request(const json& body, Endpoint ep, const ApiC
   }
   if (job.prompts.size() * static_cast<size_t>(job.n) > ctx.max_choices) {
     throw invalid_value("n", "this request asks for " + std::to_string(job.prompts.size() * job.n) +
-                                 " completions, but the server takes at most " + std::to_string(ctx.max_choices) + " at once.");
+                                 " completions, but the server takes at most " +
+                                 std::to_string(ctx.max_choices) + " at once.");
   }
 
   // Lengths against the context size.
@@ -359,16 +403,22 @@ CompletionJob parse_completion_request(const json& body, Endpoint ep, const ApiC
     const int64_t np = static_cast<int64_t>(p.size());
     if (np == 0) throw invalid_value(prompt_key, "the prompt is empty (it has no tokens).");
     if (np >= ctx.ctx_size) {
-      throw ApiError(400, "This model's maximum context length is " + std::to_string(ctx.ctx_size) + " tokens, however your " +
-                     (chat ? "messages" : "prompt") + " resulted in " + std::to_string(np) + " tokens. Please reduce the length of the " +
-                     (chat ? "messages." : "prompt."), prompt_key, "context_length_exceeded");
+      throw ApiError(400,
+                     "This model's maximum context length is " + std::to_string(ctx.ctx_size) +
+                         " tokens, however your " + (chat ? "messages" : "prompt") + " resulted in " +
+                         std::to_string(np) + " tokens. Please reduce the length of the " +
+                         (chat ? "messages." : "prompt."),
+                     prompt_key, "context_length_exceeded");
     }
     int64_t m = max_tokens.value_or(chat ? ctx.ctx_size - np : std::min<int64_t>(16, ctx.ctx_size - np));
     if (max_tokens && np + m > ctx.ctx_size) {
-      throw ApiError(400, "This model's maximum context length is " + std::to_string(ctx.ctx_size) + " tokens. However, you requested " +
-                     std::to_string(np + m) + " tokens (" + std::to_string(np) + " in the " + (chat ? "messages" : "prompt") + ", " +
-                     std::to_string(m) + " in the completion). Please reduce the length of the " + (chat ? "messages" : "prompt") +
-                     " or '" + mt_key + "'.", mt_key, "context_length_exceeded");
+      throw ApiError(400,
+                     "This model's maximum context length is " + std::to_string(ctx.ctx_size) +
+                         " tokens. However, you requested " + std::to_string(np + m) + " tokens (" +
+                         std::to_string(np) + " in the " + (chat ? "messages" : "prompt") + ", " +
+                         std::to_string(m) + " in the completion). Please reduce the length of the " +
+                         (chat ? "messages" : "prompt") + " or '" + mt_key + "'.",
+                     mt_key, "context_length_exceeded");
     }
     job.max_tokens.push_back(m);
   }

@@ -19,7 +19,11 @@ class ApiError : public Error {
  public:
   ApiError(int status, const std::string& message, std::string param = {}, std::string code = {},
            std::string type = "invalid_request_error")
-      : Error(message), status(status), type(std::move(type)), param(std::move(param)), code(std::move(code)) {}
+      : Error(message),
+        status(status),
+        type(std::move(type)),
+        param(std::move(param)),
+        code(std::move(code)) {}
 
   int status;
   std::string type, param, code;
@@ -38,7 +42,7 @@ struct ApiContext {
   const ChatTemplate* chat = nullptr;
   std::string model_id;
   int64_t ctx_size = 0;
-  size_t max_choices = 64;  // prompts x n at most (the engine's queue)
+  size_t max_choices = 64;    // prompts x n at most (the engine's queue)
   uint64_t default_seed = 0;  // used when the request gives none
 };
 

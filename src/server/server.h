@@ -14,20 +14,18 @@
 #include "server/chat_template.h"
 #include "server/metrics.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace sy {
+
+class HttpListener;  // an httplib::Server
 
 struct ServerConfig {
   std::string host = "127.0.0.1";
-  int port = 8080;               // 0: any free port (see bind())
-  std::string api_key;           // when set, /v1/* need "Authorization: Bearer KEY"
-  std::string model_id;          // the name clients pass as "model"
-  std::string chat_template;     // a format name overriding the model's template
+  int port = 8080;            // 0: any free port (see bind())
+  std::string api_key;        // when set, /v1/* need "Authorization: Bearer KEY"
+  std::string model_id;       // the name clients pass as "model"
+  std::string chat_template;  // a format name overriding the model's template
   size_t max_body_bytes = 8u << 20;
-  int http_threads = 0;          // 0: enough for every queued and running request, and then some
+  int http_threads = 0;  // 0: enough for every queued and running request, and then some
   bool log_requests = false;
 };
 
@@ -60,11 +58,12 @@ class Server {
   Engine& engine_;
   ServerConfig cfg_;
   ChatTemplate chat_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<HttpListener> http_;
   HttpMetrics http_metrics_;
   Clock::time_point started_;
+  std::mutex lifecycle_mu_;  // orders run() against shutdown()
   std::atomic<bool> draining_{false};
-  std::atomic<bool> listening_{false};
+  bool listening_ = false;
   int port_ = -1;
 };
 

@@ -1,0 +1,150 @@
+// switchyard loadgen: Poisson-arrival load against an OpenAI-compatible server.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <memory>
+
+#include "base/error.h"
+#include "cli/common.h"
+#include "server/loadgen.h"
+
+namespace sy::cli {
+namespace {
+
+void parse_range(const std::string& s, const char* flag, int& lo, int& hi) {
+  const auto colon = s.find(':');
+  try {
+    size_t used = 0;
+    lo = std::stoi(s.substr(0, colon), &used);
+    if (used != (colon == std::string::npos ? s.size() : colon)) throw std::invalid_argument(s);
+    hi = lo;
+    if (colon != std::string::npos) {
+      hi = std::stoi(s.substr(colon + 1), &used);
+      if (used != s.size() - colon - 1) throw std::invalid_argument(s);
+    }
+  } catch (const std::exception&) {
+    throw Error(std::string(flag) + ": expected MIN:MAX (or one number), got '" + s + "'");
+  }
+  if (lo < 1 || hi < lo) throw Error(std::string(flag) + ": expected 1 <= MIN <= MAX, got '" + s + "'");
+}
+
+template <class T>
+std::vector<T> parse_list(const std::string& s, const char* flag) {
+  std::vector<T> out;
+  size_t i = 0;
+  while (i <= s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    const std::string item = s.substr(i, j - i);
+    try {
+      if (item == "inf") {
+        out.push_back(std::numeric_limits<T>::infinity());
+      } else {
+        size_t used = 0;
+        const double v = std::stod(item, &used);
+        if (used != item.size() || !(v > 0)) throw std::invalid_argument(item);
+        out.push_back(static_cast<T>(v));
+      }
+    } catch (const std::exception&) {
+      throw Error(std::string(flag) + ": '" + item + "' is not a positive number (a comma-separated list" +
+                  (std::numeric_limits<T>::has_infinity ? ", or inf)" : ")"));
+    }
+    i = j + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+void add_loadgen(CLI::App& app) {
+  struct Args {
+    std::string url = "http://127.0.0.1:8080", rates, concurrency, prompt_len = "32:256", gen_len = "32:128",
+                out, model, api_key;
+    int requests = 100;
+    uint64_t seed = 1;
+    bool json = false, baseline = false, quiet = false;
+    double timeout = 600;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* c = app.add_subcommand(
+      "loadgen",
+      "Poisson-arrival load against an OpenAI-compatible server; latency percentiles and throughput");
+  c->footer(
+      "Example: switchyard loadgen --url http://127.0.0.1:8080 --rate 1,2,4,8 --requests 100 \\\n"
+      "           --prompt-len 32:256 --gen-len 32:128 --baseline --seed 1\n"
+      "Each request streams /v1/completions with a random token prompt and ignore_eos, so it generates "
+      "exactly\n"
+      "its length. TTFT: first streamed token; TPOT: (end - first token) / (tokens - 1); E2E: whole "
+      "request.");
+  c->add_option("--url", a->url, "Server base URL")->capture_default_str();
+  c->add_option("--rate", a->rates,
+                "Arrival rate(s) lambda in requests/s, comma-separated; inf = all at once");
+  c->add_option("--concurrency", a->concurrency,
+                "Closed-loop run(s) instead: K clients back to back, comma-separated");
+  c->add_flag("--baseline", a->baseline,
+              "First run the same requests one at a time (the baseline for the ratios)");
+  c->add_option("-n,--requests", a->requests, "Requests per run")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  c->add_option("--prompt-len", a->prompt_len, "Prompt length range in tokens, MIN:MAX (uniform)")
+      ->capture_default_str();
+  c->add_option("--gen-len", a->gen_len, "Generated length range in tokens, MIN:MAX (uniform)")
+      ->capture_default_str();
+  c->add_option("--seed", a->seed,
+                "Workload seed (the same seed gives the same prompts, lengths and arrivals)")
+      ->capture_default_str();
+  c->add_option("--model", a->model, "Model name to request (default: the server's first)");
+  c->add_option("--api-key", a->api_key, "Bearer token (also from $SWITCHYARD_API_KEY)")
+      ->envname("SWITCHYARD_API_KEY");
+  c->add_option("--timeout", a->timeout, "Seconds a request may take")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c->add_flag("--json", a->json, "Print the report as JSON (the table goes to stderr)");
+  c->add_option("-o,--output", a->out, "Also write the JSON report to this file");
+  c->add_flag("-q,--quiet", a->quiet, "No progress line");
+  c->callback([a] {
+    LoadgenConfig cfg;
+    cfg.endpoint = HttpEndpoint::parse(a->url);
+    cfg.endpoint.api_key = a->api_key;
+    cfg.endpoint.timeout_s = a->timeout;
+    if (!a->rates.empty()) cfg.rates = parse_list<double>(a->rates, "--rate");
+    if (!a->concurrency.empty()) {
+      for (double k : parse_list<double>(a->concurrency, "--concurrency")) {
+        if (!std::isfinite(k) || k != std::floor(k)) throw Error("--concurrency: expected whole numbers");
+        cfg.concurrency.push_back(static_cast<int>(k));
+      }
+    }
+    if (cfg.rates.empty() && cfg.concurrency.empty() && !a->baseline)
+      throw Error("loadgen: give --rate, --concurrency or --baseline");
+    cfg.baseline = a->baseline;
+    cfg.requests = a->requests;
+    parse_range(a->prompt_len, "--prompt-len", cfg.prompt_min, cfg.prompt_max);
+    parse_range(a->gen_len, "--gen-len", cfg.gen_min, cfg.gen_max);
+    cfg.seed = a->seed;
+    cfg.model = a->model;
+    cfg.progress = !a->quiet && isatty(STDERR_FILENO);
+    Loadgen lg(cfg);
+    std::fprintf(stderr, "loadgen: %s at %s, %d requests per run, prompts %d:%d, generations %d:%d tokens\n",
+                 lg.model().c_str(), a->url.c_str(), cfg.requests, cfg.prompt_min, cfg.prompt_max,
+                 cfg.gen_min, cfg.gen_max);
+    const auto runs = lg.run_all();
+    const auto report = lg.report_json(runs);
+    const std::string table = Loadgen::table(runs);
+    if (a->json) {
+      std::fputs(table.c_str(), stderr);
+      std::printf("%s\n", report.dump(2).c_str());
+    } else {
+      std::fputs(table.c_str(), stdout);
+    }
+    if (!a->out.empty()) {
+      std::ofstream f(a->out);
+      if (!f) throw Error("-o: cannot write " + a->out);
+      f << report.dump(2) << "\n";
+    }
+  });
+}
+
+}  // namespace sy::cli

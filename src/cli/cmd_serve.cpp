@@ -1,0 +1,181 @@
+// switchyard serve: the OpenAI-compatible HTTP server over the continuous-batching engine.
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include "base/error.h"
+#include "cli/common.h"
+#include "runtime/engine.h"
+#include "server/server.h"
+
+namespace sy::cli {
+namespace {
+
+struct ServeArgs {
+  ModelArgs m;
+  EngineConfig e;
+  ServerConfig s;
+  double shutdown_timeout = 30.0;
+  std::string alias;
+};
+
+// Waits for SIGINT/SIGTERM (blocked in every thread, so only this one sees them): the
+// first starts a graceful shutdown, the second cancels what is still running.
+class SignalWatcher {
+ public:
+  SignalWatcher(Server& server, std::chrono::milliseconds grace) : server_(server), grace_(grace) {
+    thread_ = std::thread([this] { watch(); });
+  }
+  ~SignalWatcher() {
+    done_ = true;
+    thread_.join();
+    if (shutdown_.joinable()) shutdown_.join();
+  }
+
+ private:
+  void watch() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    const timespec tick{0, 100 * 1000 * 1000};
+    int count = 0;
+    while (!done_) {
+      const int sig = sigtimedwait(&set, nullptr, &tick);
+      if (sig < 0) continue;
+      if (++count == 1) {
+        std::fprintf(
+            stderr,
+            "serve: %s: no new requests; finishing the running ones (up to %.0f s; again to cancel them)\n",
+            sig == SIGINT ? "SIGINT" : "SIGTERM", grace_.count() / 1000.0);
+        shutdown_ = std::thread([this] { server_.shutdown(grace_); });
+      } else {
+        std::fprintf(stderr, "serve: cancelling the running requests\n");
+        server_.cancel_running();
+      }
+    }
+  }
+
+  Server& server_;
+  std::chrono::milliseconds grace_;
+  std::atomic<bool> done_{false};
+  std::thread thread_, shutdown_;
+};
+
+}  // namespace
+
+void add_serve(CLI::App& app) {
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* c = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
+  c->footer(
+      "Example: switchyard serve -m models/tiny-mixtral-f16.gguf --port 8080 --parallel 16\n"
+      "  then:  curl http://127.0.0.1:8080/v1/completions -H 'Content-Type: application/json' \\\n"
+      "           -d '{\"model\": \"tiny-mixtral-f16\", \"prompt\": \"In the beginning\", \"max_tokens\": "
+      "32}'\n"
+      "Endpoints: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health, GET "
+      "/metrics.");
+  a->m.add_to(*c);
+  c->add_option("--host", a->s.host, "Address to listen on (default: loopback only)")->capture_default_str();
+  c->add_option("--port", a->s.port, "TCP port (0: any free port, printed at start)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  c->add_option("--parallel", a->e.parallel, "Requests in the running batch at most (KV slots)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  c->add_option("-c,--ctx-size", a->e.ctx_size,
+                "Context per request: prompt + generated tokens (default: the model's, at most 4096)")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 24));
+  c->add_option("--kv-size", a->e.kv_tokens,
+                "KV cache pool in token positions, shared by all requests (default: parallel x ctx-size, at "
+                "most ~2 GiB)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  c->add_option("--kv-block-size", a->e.block_size, "Positions per KV cache block")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
+      ->capture_default_str();
+  c->add_option("-b,--batch-size", a->e.batch_tokens,
+                "Tokens per engine step (decode tokens plus prefill chunks)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  c->add_option("--max-queue", a->e.max_queue, "Waiting requests beyond which new ones get 503 + Retry-After")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20))
+      ->capture_default_str();
+  c->add_flag_callback(
+      "--no-prefix-reuse", [a] { a->e.prefix_reuse = false; },
+      "Recompute shared prompt prefixes instead of copying their K/V from a running request");
+  c->add_option("--api-key", a->s.api_key,
+                "Require 'Authorization: Bearer KEY' on /v1/* (also from $SWITCHYARD_API_KEY)")
+      ->envname("SWITCHYARD_API_KEY");
+  c->add_option("--alias", a->alias,
+                "Model name clients pass as \"model\" (default: the file name without .gguf)");
+  c->add_option(
+      "--chat-template", a->s.chat_template,
+      "Chat format instead of the model's tokenizer.chat_template: " + ChatTemplate::supported_names());
+  c->add_option("--max-body", a->s.max_body_bytes, "Largest request body in bytes (larger: 413)")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 30))
+      ->capture_default_str();
+  c->add_option("--http-threads", a->s.http_threads,
+                "HTTP worker threads (default: parallel + max-queue + 16)")
+      ->check(CLI::Range(1, 65536));
+  c->add_option("--shutdown-timeout", a->shutdown_timeout,
+                "Seconds running requests get to finish after SIGINT/SIGTERM")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
+  c->add_flag("--log-requests", a->s.log_requests, "Log every HTTP request to stderr");
+  c->callback([a] {
+    auto model = load_model(a->m);
+    // Ctrl-C during the load just ends the process. After it, block the shutdown signals
+    // before any serving thread exists, so that only the watcher sees them.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
+
+    a->e.n_threads = a->m.n_threads();
+    a->e.moe = a->m.moe();
+    a->s.model_id = a->alias.empty() ? std::filesystem::path(a->m.model).stem().string() : a->alias;
+    Engine engine(*model, a->e);
+    Server server(engine, a->s);
+    const int port = server.bind();
+    const EngineConfig& ec = engine.config();
+    const ChatTemplate& ct = server.chat_template();
+    if (!ct.supported()) {
+      std::fprintf(
+          stderr,
+          "serve: warning: the model's chat template is not supported (%s); /v1/chat/completions will "
+          "answer 500 until the server is started with --chat-template one of: %s\n",
+          ct.origin().c_str(), ChatTemplate::supported_names().c_str());
+    } else {
+      std::fprintf(stderr, "serve: chat template %s (%s)\n", ct.name().c_str(), ct.origin().c_str());
+    }
+    if (a->s.api_key.empty() && a->s.host != "127.0.0.1" && a->s.host != "localhost" && a->s.host != "::1") {
+      std::fprintf(stderr,
+                   "serve: warning: listening on %s without --api-key: anyone who can reach it can use it\n",
+                   a->s.host.c_str());
+    }
+    std::fprintf(
+        stderr,
+        "serve: model %s | parallel %d | ctx %lld per request | KV pool %lld blocks x %lld positions | "
+        "batch %lld tokens | queue %zu | %d threads\n",
+        a->s.model_id.c_str(), ec.parallel, static_cast<long long>(ec.ctx_size),
+        static_cast<long long>(engine.stats().snapshot().kv_blocks_total),
+        static_cast<long long>(ec.block_size), static_cast<long long>(ec.batch_tokens), ec.max_queue,
+        a->e.n_threads);
+    std::printf("serve: listening on http://%s:%d\n", a->s.host.c_str(), port);
+    std::fflush(stdout);
+    {
+      SignalWatcher watcher(server,
+                            std::chrono::milliseconds(static_cast<int64_t>(a->shutdown_timeout * 1000)));
+      server.run();
+    }
+    engine.stop();
+    std::fprintf(stderr, "serve: stopped\n");
+  });
+}
+
+}  // namespace sy::cli

@@ -1,0 +1,311 @@
+#include "server/loadgen.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <thread>
+
+#include "base/error.h"
+
+namespace sy {
+
+using json = nlohmann::json;
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+struct Result {
+  bool ok = false;
+  double start = 0, ttft = -1, end = 0;  // seconds: start from the run's start, the others from the request's
+  int64_t in_tokens = 0, out_tokens = 0;
+  std::string error;
+};
+
+double since(clock::time_point t0) {
+  return std::chrono::duration<double>(clock::now() - t0).count();
+}
+
+Result send_one(const HttpEndpoint& ep, const std::string& model, const WorkItem& w,
+                clock::time_point run_start) {
+  Result r;
+  const json body = {{"model", model},
+                     {"prompt", w.prompt},
+                     {"max_tokens", w.gen_len},
+                     {"temperature", 0},
+                     {"ignore_eos", true},
+                     {"stream", true},
+                     {"stream_options", {{"include_usage", true}}}};
+  const auto t0 = clock::now();
+  r.start = std::chrono::duration<double>(t0 - run_start).count();
+  r.in_tokens = static_cast<int64_t>(w.prompt.size());
+  const HttpReply reply = http_post_sse(ep, "/v1/completions", body.dump(), [&](const std::string& data) {
+    if (data == "[DONE]") return true;
+    const json j = json::parse(data, nullptr, false);
+    if (j.is_discarded()) {
+      r.error = "an event is not JSON: " + data.substr(0, 80);
+      return false;
+    }
+    if (j.contains("error")) {
+      r.error = j["error"].value("message", "error event");
+      return false;
+    }
+    if (r.ttft < 0 && j.contains("choices") && !j["choices"].empty()) r.ttft = since(t0);
+    if (j.contains("usage") && j["usage"].is_object()) {
+      r.out_tokens = j["usage"].value("completion_tokens", int64_t{0});
+      r.in_tokens = j["usage"].value("prompt_tokens", r.in_tokens);
+    }
+    return true;
+  });
+  r.end = since(t0);
+  if (reply.status == 0) {
+    if (r.error.empty()) r.error = "no response: " + reply.error;
+  } else if (reply.status != 200) {
+    const json e = json::parse(reply.body, nullptr, false);
+    const std::string msg = !e.is_discarded() && e.contains("error") ? e["error"].value("message", "")
+                                                                     : reply.body.substr(0, 120);
+    r.error = "HTTP " + std::to_string(reply.status) + ": " + msg;
+  } else if (r.error.empty() && !reply.done) {
+    r.error = "the stream ended without [DONE]";
+  }
+  r.ok = r.error.empty() && r.ttft >= 0;
+  return r;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, v);
+  return buf;
+}
+
+}  // namespace
+
+std::vector<WorkItem> make_workload(const LoadgenConfig& cfg, int32_t n_vocab, double rate) {
+  std::mt19937_64 rng(cfg.seed);
+  std::uniform_int_distribution<int> plen(cfg.prompt_min, cfg.prompt_max), glen(cfg.gen_min, cfg.gen_max);
+  // Ordinary tokens: skip the first ids (control and byte tokens in most vocabularies) and
+  // the last ones (where added special tokens usually live).
+  const int32_t lo = std::min<int32_t>(300, n_vocab / 4),
+                hi = std::max<int32_t>(lo + 1, n_vocab - std::min<int32_t>(1000, n_vocab / 4));
+  std::uniform_int_distribution<int32_t> tok(lo, hi - 1);
+  std::vector<WorkItem> items(static_cast<size_t>(cfg.requests));
+  for (auto& w : items) {
+    w.prompt.resize(static_cast<size_t>(plen(rng)));
+    for (auto& t : w.prompt) t = tok(rng);
+    w.gen_len = glen(rng);
+  }
+  // Arrival times from their own stream, so the prompts do not depend on the rate.
+  std::mt19937_64 arrivals(cfg.seed ^ 0x9E3779B97F4A7C15ull);
+  double t = 0;
+  for (auto& w : items) {
+    if (std::isfinite(rate) && rate > 0) t += std::exponential_distribution<double>(rate)(arrivals);
+    w.arrival = t;
+  }
+  return items;
+}
+
+Summary summarize(std::vector<double> v) {
+  Summary s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  auto pct = [&](double p) {  // linear interpolation between closest ranks (numpy's default)
+    const double pos = p / 100.0 * static_cast<double>(v.size() - 1);
+    const size_t i = static_cast<size_t>(pos);
+    const double f = pos - static_cast<double>(i);
+    return i + 1 < v.size() ? v[i] * (1 - f) + v[i + 1] * f : v[i];
+  };
+  s.p50 = pct(50);
+  s.p90 = pct(90);
+  s.p99 = pct(99);
+  double sum = 0;
+  for (double x : v) sum += x;
+  s.mean = sum / static_cast<double>(v.size());
+  return s;
+}
+
+Loadgen::Loadgen(LoadgenConfig cfg) : cfg_(std::move(cfg)) {
+  if (cfg_.requests < 1) throw Error("--requests must be at least 1");
+  if (cfg_.prompt_min < 1 || cfg_.prompt_max < cfg_.prompt_min)
+    throw Error("--prompt-len: expected MIN:MAX with 1 <= MIN <= MAX");
+  if (cfg_.gen_min < 1 || cfg_.gen_max < cfg_.gen_min)
+    throw Error("--gen-len: expected MIN:MAX with 1 <= MIN <= MAX");
+  const HttpReply r = http_get(cfg_.endpoint, "/v1/models");
+  if (r.status != 200) {
+    throw Error("cannot list the models at http://" + cfg_.endpoint.host + ":" +
+                std::to_string(cfg_.endpoint.port) + cfg_.endpoint.prefix +
+                "/v1/models: " + (r.status ? "HTTP " + std::to_string(r.status) + " " + r.body : r.error));
+  }
+  const json j = json::parse(r.body, nullptr, false);
+  if (j.is_discarded() || !j.contains("data") || !j["data"].is_array() || j["data"].empty()) {
+    throw Error("/v1/models returned no model: " + r.body.substr(0, 200));
+  }
+  model_ = cfg_.model.empty() ? j["data"][0].value("id", "") : cfg_.model;
+  for (const auto& m : j["data"]) {
+    if (m.value("id", "") == model_ && m.contains("meta")) n_vocab_ = m["meta"].value("n_vocab", n_vocab_);
+  }
+}
+
+RunReport Loadgen::run(const std::string& label, double rate, int concurrency) {
+  const std::vector<WorkItem> items = make_workload(cfg_, n_vocab_, concurrency > 0 ? 0.0 : rate);
+  std::vector<Result> results(items.size());
+  std::atomic<int> finished{0};
+  const auto start = clock::now();
+
+  std::atomic<bool> stop_progress{false};
+  std::thread progress;
+  if (cfg_.progress) {
+    progress = std::thread([&] {
+      while (!stop_progress) {
+        std::fprintf(stderr, "\r  %s: %d/%zu done ", label.c_str(), finished.load(), items.size());
+        for (int i = 0; i < 10 && !stop_progress; ++i)
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      std::fprintf(stderr, "\r  %s: %d/%zu done\n", label.c_str(), finished.load(), items.size());
+    });
+  }
+  if (concurrency > 0) {
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> clients;
+    for (int c = 0; c < concurrency; ++c) {
+      clients.emplace_back([&] {
+        for (size_t i; (i = next++) < items.size();) {
+          results[i] = send_one(cfg_.endpoint, model_, items[i], start);
+          finished++;
+        }
+      });
+    }
+    for (auto& t : clients) t.join();
+  } else {
+    std::vector<std::thread> clients;
+    clients.reserve(items.size());
+    for (size_t i = 0; i < items.size(); ++i) {
+      std::this_thread::sleep_until(start + std::chrono::duration_cast<clock::duration>(
+                                                std::chrono::duration<double>(items[i].arrival)));
+      clients.emplace_back([&, i] {
+        results[i] = send_one(cfg_.endpoint, model_, items[i], start);
+        finished++;
+      });
+    }
+    for (auto& t : clients) t.join();
+  }
+  stop_progress = true;
+  if (progress.joinable()) progress.join();
+
+  RunReport rep;
+  rep.label = label;
+  rep.rate = concurrency > 0 ? 0 : rate;
+  rep.concurrency = concurrency;
+  rep.requests = static_cast<int>(items.size());
+  std::vector<double> ttft, tpot, e2e;
+  int64_t out_tokens = 0, in_tokens = 0;
+  double last_end = 0;
+  for (const auto& r : results) {
+    last_end = std::max(last_end, r.start + r.end);
+    if (!r.ok) {
+      rep.failed++;
+      if (rep.first_error.empty()) rep.first_error = r.error;
+      continue;
+    }
+    rep.completed++;
+    out_tokens += r.out_tokens;
+    in_tokens += r.in_tokens;
+    ttft.push_back(r.ttft * 1e3);
+    e2e.push_back(r.end);
+    if (r.out_tokens > 1) tpot.push_back((r.end - r.ttft) * 1e3 / static_cast<double>(r.out_tokens - 1));
+  }
+  rep.duration_s = last_end;
+  if (last_end > 0) {
+    rep.requests_per_s = rep.completed / last_end;
+    rep.output_tokens_per_s = static_cast<double>(out_tokens) / last_end;
+    rep.input_tokens_per_s = static_cast<double>(in_tokens) / last_end;
+  }
+  rep.ttft_ms = summarize(ttft);
+  rep.tpot_ms = summarize(tpot);
+  rep.e2e_s = summarize(e2e);
+  return rep;
+}
+
+std::vector<RunReport> Loadgen::run_all() {
+  std::vector<RunReport> runs;
+  if (cfg_.baseline) runs.push_back(run("baseline", 0, 1));
+  for (int c : cfg_.concurrency) runs.push_back(run("concurrency " + std::to_string(c), 0, c));
+  for (double r : cfg_.rates)
+    runs.push_back(run(std::isfinite(r) ? "rate " + fmt("%g", r) : "rate inf", r, 0));
+  return runs;
+}
+
+namespace {
+
+// Output tokens/s of the baseline run (one request at a time), 0 when there is none.
+double baseline_throughput(const std::vector<RunReport>& runs) {
+  for (const auto& r : runs) {
+    if (r.label == "baseline") return r.output_tokens_per_s;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string Loadgen::table(const std::vector<RunReport>& runs) {
+  std::string out;
+  char line[400];
+  const double base = baseline_throughput(runs);
+  std::snprintf(line, sizeof(line), "%-16s %6s %6s %9s %10s %7s   %-22s %-22s %-22s\n", "run", "ok", "fail",
+                "req/s", "out tok/s", "x base", "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms",
+                "E2E p50/p90/p99 s");
+  out += line;
+  for (const auto& r : runs) {
+    const std::string ttft =
+        fmt("%.0f", r.ttft_ms.p50) + "/" + fmt("%.0f", r.ttft_ms.p90) + "/" + fmt("%.0f", r.ttft_ms.p99);
+    const std::string tpot =
+        fmt("%.1f", r.tpot_ms.p50) + "/" + fmt("%.1f", r.tpot_ms.p90) + "/" + fmt("%.1f", r.tpot_ms.p99);
+    const std::string e2e =
+        fmt("%.2f", r.e2e_s.p50) + "/" + fmt("%.2f", r.e2e_s.p90) + "/" + fmt("%.2f", r.e2e_s.p99);
+    const std::string ratio = base > 0 ? fmt("%.2f", r.output_tokens_per_s / base) : "-";
+    std::snprintf(line, sizeof(line), "%-16s %6d %6d %9.2f %10.1f %7s   %-22s %-22s %-22s\n", r.label.c_str(),
+                  r.completed, r.failed, r.requests_per_s, r.output_tokens_per_s, ratio.c_str(), ttft.c_str(),
+                  tpot.c_str(), e2e.c_str());
+    out += line;
+    if (!r.first_error.empty()) out += "  first error: " + r.first_error + "\n";
+  }
+  return out;
+}
+
+json Loadgen::report_json(const std::vector<RunReport>& runs) const {
+  auto sum = [](const Summary& s) {
+    return nlohmann::json{{"p50", s.p50}, {"p90", s.p90}, {"p99", s.p99}, {"mean", s.mean}};
+  };
+  nlohmann::json arr = nlohmann::json::array();
+  const double base = baseline_throughput(runs);
+  for (const auto& r : runs) {
+    nlohmann::json j = {{"label", r.label},
+                        {"rate", std::isfinite(r.rate) ? nlohmann::json(r.rate) : nlohmann::json("inf")},
+                        {"concurrency", r.concurrency},
+                        {"requests", r.requests},
+                        {"completed", r.completed},
+                        {"failed", r.failed},
+                        {"duration_s", r.duration_s},
+                        {"requests_per_s", r.requests_per_s},
+                        {"output_tokens_per_s", r.output_tokens_per_s},
+                        {"input_tokens_per_s", r.input_tokens_per_s},
+                        {"ttft_ms", sum(r.ttft_ms)},
+                        {"tpot_ms", sum(r.tpot_ms)},
+                        {"e2e_s", sum(r.e2e_s)}};
+    if (base > 0) j["output_tokens_per_s_vs_baseline"] = r.output_tokens_per_s / base;
+    if (!r.first_error.empty()) j["first_error"] = r.first_error;
+    arr.push_back(j);
+  }
+  return {{"url",
+           "http://" + cfg_.endpoint.host + ":" + std::to_string(cfg_.endpoint.port) + cfg_.endpoint.prefix},
+          {"model", model_},
+          {"requests", cfg_.requests},
+          {"prompt_len", {cfg_.prompt_min, cfg_.prompt_max}},
+          {"gen_len", {cfg_.gen_min, cfg_.gen_max}},
+          {"seed", cfg_.seed},
+          {"runs", arr}};
+}
+
+}  // namespace sy

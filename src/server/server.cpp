@@ -1,0 +1,303 @@
+#include "server/server.h"
+
+#include <httplib.h>
+
+#include <cstdio>
+#include <ctime>
+#include <random>
+#include <thread>
+
+#include "base/error.h"
+#include "server/completion.h"
+#include "server/openai.h"
+
+namespace sy {
+
+using json = nlohmann::json;
+
+// cpp-httplib 0.11 listens with a backlog of 5: a burst of clients connecting at once
+// overflows it, and the dropped SYNs cost those clients a 1 s retransmission. Listening
+// again on the bound socket raises the backlog (Linux allows it).
+class HttpListener : public httplib::Server {
+ public:
+  void widen_backlog() { ::listen(svr_sock_, SOMAXCONN); }
+};
+
+namespace {
+
+void send_json(httplib::Response& res, int status, const json& j) {
+  res.status = status;
+  res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  send_json(res, e.status, e.body());
+}
+
+// The route a path belongs to, for metrics (bounded label values).
+std::string route_of(const std::string& path) {
+  static const char* known[] = {"/v1/completions",   "/v1/chat/completions", "/completions",
+                                "/chat/completions", "/v1/models",           "/health",
+                                "/metrics"};
+  for (const char* k : known) {
+    if (path == k) return k;
+  }
+  if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+  return "other";
+}
+
+bool equal_const_time(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i] ^ b[i % (b.empty() ? 1 : b.size())]);
+  return diff == 0 && !b.empty();
+}
+
+}  // namespace
+
+Server::Server(Engine& engine, ServerConfig cfg)
+    : engine_(engine),
+      cfg_(std::move(cfg)),
+      http_(std::make_unique<HttpListener>()),
+      started_(Clock::now()) {
+  const Tokenizer& tok = engine_.model().tokenizer();
+  const std::string bos = tok.bos_id() >= 0 ? tok.token_text(tok.bos_id()) : "";
+  const std::string eos = tok.eos_id() >= 0 ? tok.token_text(tok.eos_id()) : "";
+  chat_ =
+      cfg_.chat_template.empty()
+          ? ChatTemplate::detect(engine_.model().file().get_string("tokenizer.chat_template", ""), bos, eos)
+          : ChatTemplate::named(cfg_.chat_template, bos, eos);
+  const auto& ec = engine_.config();
+  const int threads =
+      cfg_.http_threads > 0 ? cfg_.http_threads : ec.parallel + static_cast<int>(ec.max_queue) + 16;
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  http_->set_payload_max_length(cfg_.max_body_bytes);
+  http_->set_keep_alive_max_count(1000);
+  routes();
+}
+
+Server::~Server() = default;
+
+int Server::bind() {
+  if (cfg_.port == 0) {
+    port_ = http_->bind_to_any_port(cfg_.host);
+  } else {
+    port_ = http_->bind_to_port(cfg_.host, cfg_.port) ? cfg_.port : -1;
+  }
+  if (port_ >= 0) http_->widen_backlog();
+  if (port_ < 0) {
+    throw Error("cannot listen on " + cfg_.host + ":" + std::to_string(cfg_.port) +
+                " (in use, or not an address of this machine); pick another --host/--port");
+  }
+  return port_;
+}
+
+void Server::run() {
+  {
+    std::lock_guard lock(lifecycle_mu_);
+    if (draining_) return;
+    listening_ = true;
+  }
+  http_->listen_after_bind();
+}
+
+void Server::shutdown(std::chrono::milliseconds grace) {
+  bool listening;
+  {
+    std::lock_guard lock(lifecycle_mu_);
+    draining_ = true;
+    listening = listening_;
+  }
+  engine_.stop_accepting();
+  if (listening) {
+    for (int i = 0; i < 200 && !http_->is_running(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    http_->stop();  // closes the listener; handlers in flight run to their end
+  }
+  if (!engine_.wait_idle(grace)) {
+    std::fprintf(stderr, "serve: cancelling the requests still running after %.1f s\n",
+                 grace.count() / 1000.0);
+    engine_.cancel_all();
+    engine_.wait_idle(std::chrono::seconds(30));
+  }
+}
+
+void Server::cancel_running() {
+  engine_.cancel_all();
+}
+
+std::string Server::metrics_text() const {
+  ServerInfo info;
+  info.model_id = cfg_.model_id;
+  info.parallel = engine_.config().parallel;
+  info.ctx_size = engine_.config().ctx_size;
+  info.max_queue = engine_.config().max_queue;
+  info.uptime_seconds = std::chrono::duration<double>(Clock::now() - started_).count();
+  return render_metrics(engine_.stats().snapshot(), http_metrics_.snapshot(), info);
+}
+
+void Server::routes() {
+  httplib::Server& s = *http_;
+  const int64_t created = static_cast<int64_t>(std::time(nullptr));
+
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (cfg_.api_key.empty() || req.path == "/health" || req.path == "/metrics")
+      return httplib::Server::HandlerResponse::Unhandled;
+    const std::string auth = req.get_header_value("Authorization");
+    const std::string prefix = "Bearer ";
+    if (auth.rfind(prefix, 0) == 0 && equal_const_time(auth.substr(prefix.size()), cfg_.api_key)) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    send_json(res, 401,
+              error_json(auth.empty() ? "You didn't provide an API key. Pass it in the Authorization header: "
+                                        "'Authorization: Bearer KEY'."
+                                      : "Incorrect API key provided.",
+                         "invalid_request_error", "", "invalid_api_key"));
+    res.set_header("WWW-Authenticate", "Bearer");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+
+  s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;  // our own errors already carry an OpenAI body
+    if (res.status == 404) {
+      send_json(res, 404,
+                error_json("Invalid URL (" + req.method + " " + req.path + ")", "invalid_request_error", "",
+                           "unknown_url"));
+    } else if (res.status == 413) {
+      send_json(res, 413,
+                error_json("The request body is too large: the limit is " +
+                               std::to_string(cfg_.max_body_bytes) + " bytes.",
+                           "invalid_request_error", "", "request_too_large"));
+    } else {
+      send_json(res, res.status,
+                error_json("The request could not be handled (HTTP " + std::to_string(res.status) + ").",
+                           res.status >= 500 ? "server_error" : "invalid_request_error", "", ""));
+    }
+  });
+
+  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string msg = "internal error";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      msg = e.what();
+    } catch (...) {
+    }
+    send_json(res, 500, error_json(msg, "server_error", "", ""));
+  });
+
+  s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    http_metrics_.record(route_of(req.path), res.status);
+    if (cfg_.log_requests)
+      std::fprintf(stderr, "serve: %s %s %d\n", req.method.c_str(), req.path.c_str(), res.status);
+  });
+
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    const auto st = engine_.stats().snapshot();
+    json j = {{"status", draining_ ? "shutting down" : "ok"},
+              {"queue_depth", st.queue_depth},
+              {"running", st.running}};
+    send_json(res, draining_ ? 503 : 200, j);
+  });
+
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+
+  auto model_json = [this, created] {
+    const HParams& hp = engine_.model().hparams();
+    const Tokenizer& tok = engine_.model().tokenizer();
+    return json{{"id", cfg_.model_id},
+                {"object", "model"},
+                {"created", created},
+                {"owned_by", "switchyard"},
+                {"meta",
+                 {{"n_vocab", tok.n_vocab()},
+                  {"n_ctx", engine_.config().ctx_size},
+                  {"n_ctx_train", hp.n_ctx_train},
+                  {"n_layer", hp.n_layer},
+                  {"n_embd", hp.n_embd},
+                  {"n_expert", hp.n_expert},
+                  {"n_expert_used", hp.n_expert_used},
+                  {"parallel", engine_.config().parallel},
+                  {"chat_template", chat_.name()}}}};
+  };
+  s.Get("/v1/models", [model_json](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, {{"object", "list"}, {"data", json::array({model_json()})}});
+  });
+  s.Get(R"(/v1/models/(.+))", [this, model_json](const httplib::Request& req, httplib::Response& res) {
+    if (req.matches[1] == cfg_.model_id) return send_json(res, 200, model_json());
+    send_error(res, ApiError(404,
+                             "The model '" + req.matches[1].str() + "' does not exist; this server serves '" +
+                                 cfg_.model_id + "'.",
+                             "model", "model_not_found"));
+  });
+
+  auto completion = [this](Endpoint ep) {
+    return [this, ep](const httplib::Request& req, httplib::Response& res) {
+      const Tokenizer& tok = engine_.model().tokenizer();
+      try {
+        if (draining_)
+          throw ApiError(503, "The server is shutting down.", "", "server_shutting_down", "server_error");
+        const json body = parse_json_body(req.body);
+        static thread_local std::mt19937_64 seeds{std::random_device{}()};
+        ApiContext ctx{
+            &tok, &chat_, cfg_.model_id, engine_.config().ctx_size, engine_.config().max_queue, seeds() >> 1};
+        CompletionJob job = parse_completion_request(body, ep, ctx);
+        const bool stream = job.stream;
+        CompletionRun::Meta meta{random_id(ep == Endpoint::Chat ? "chatcmpl-" : "cmpl-"),
+                                 static_cast<int64_t>(std::time(nullptr)), cfg_.model_id, "fp_switchyard"};
+        auto run = std::make_shared<CompletionRun>(engine_, tok, std::move(job), std::move(meta));
+        Engine::Submit st;
+        try {
+          st = run->submit();
+        } catch (const ApiError&) {
+          throw;
+        } catch (const Error& e) {
+          throw ApiError(400, e.what());
+        }
+        if (st == Engine::Submit::QueueFull) {
+          res.set_header("Retry-After", "1");
+          throw ApiError(
+              503,
+              "The server is overloaded: its queue of waiting requests is full. Retry after a short wait.",
+              "", "queue_full", "server_error");
+        }
+        if (st == Engine::Submit::ShuttingDown)
+          throw ApiError(503, "The server is shutting down.", "", "server_shutting_down", "server_error");
+
+        auto provider = [run, stream](size_t, httplib::DataSink& sink) {
+          ResponseSink out{[&sink](const std::string& d) { return sink.write(d.data(), d.size()); },
+                           [&sink] { return sink.is_writable(); }};
+          if (!(stream ? run->stream(out) : run->respond(out))) return false;  // the client went away
+          sink.done();
+          return true;
+        };
+        if (stream) {
+          res.set_header("Cache-Control", "no-cache");
+          res.set_header("X-Accel-Buffering", "no");
+        }
+        // Chunked even for JSON: the handler keeps watching the connection while the
+        // engine works, and cancels the request if the client leaves.
+        res.set_chunked_content_provider(stream ? "text/event-stream" : "application/json", provider,
+                                         [run](bool) { run->cancel(); });
+      } catch (const ApiError& e) {
+        send_error(res, e);
+      }
+    };
+  };
+  for (const char* prefix : {"/v1", ""}) {
+    s.Post(std::string(prefix) + "/completions", completion(Endpoint::Completions));
+    s.Post(std::string(prefix) + "/chat/completions", completion(Endpoint::Chat));
+    for (const char* p : {"/completions", "/chat/completions"}) {
+      s.Get(std::string(prefix) + p, [](const httplib::Request& req, httplib::Response& res) {
+        res.set_header("Allow", "POST");
+        send_json(res, 405,
+                  error_json("Method not allowed: " + req.method + " " + req.path + " (use POST)",
+                             "invalid_request_error", "", "method_not_allowed"));
+      });
+    }
+  }
+}
+
+}  // namespace sy

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""The official OpenAI Python client against a running switchyard server.
+
+usage: openai_client_check.py BASE_URL MODEL   (BASE_URL like http://127.0.0.1:8080/v1)
+Exits non-zero with a message on the first check that fails.
+"""
+import sys
+
+import openai
+from openai import OpenAI
+
+
+def check(cond, what):
+    if not cond:
+        print("FAILED:", what, file=sys.stderr)
+        sys.exit(1)
+
+
+def main():
+    base_url, model = sys.argv[1], sys.argv[2]
+    client = OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=60)
+
+    ids = [m.id for m in client.models.list()]
+    check(ids == [model], f"models.list() gave {ids}")
+
+    c = client.completions.create(model=model, prompt="A fool and his money", max_tokens=8, temperature=0)
+    check(isinstance(c.choices[0].text, str) and c.choices[0].text, "completion text")
+    check(c.choices[0].finish_reason in ("stop", "length"), f"finish_reason {c.choices[0].finish_reason}")
+    check(c.usage.completion_tokens <= 8 and c.usage.prompt_tokens > 0, f"usage {c.usage}")
+
+    streamed = "".join(
+        ch.choices[0].text
+        for ch in client.completions.create(model=model, prompt="A fool and his money", max_tokens=8, temperature=0, stream=True)
+        if ch.choices
+    )
+    check(streamed == c.choices[0].text, f"streamed completion {streamed!r} != {c.choices[0].text!r}")
+
+    messages = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Say something."}]
+    r = client.chat.completions.create(model=model, messages=messages, max_tokens=12, temperature=0)
+    msg = r.choices[0].message
+    check(msg.role == "assistant" and isinstance(msg.content, str), f"chat message {msg}")
+    check(r.object == "chat.completion", f"object {r.object}")
+
+    parts, usage, roles = [], None, []
+    stream = client.chat.completions.create(
+        model=model, messages=messages, max_tokens=12, temperature=0, stream=True, stream_options={"include_usage": True}
+    )
+    for ch in stream:
+        if ch.usage:
+            usage = ch.usage
+        for choice in ch.choices:
+            if choice.delta.role:
+                roles.append(choice.delta.role)
+            if choice.delta.content:
+                parts.append(choice.delta.content)
+    check("".join(parts) == msg.content, f"streamed chat {''.join(parts)!r} != {msg.content!r}")
+    check(roles == ["assistant"], f"roles in the stream: {roles}")
+    check(usage is not None and usage.completion_tokens == r.usage.completion_tokens, f"stream usage {usage} vs {r.usage}")
+
+    r2 = client.chat.completions.create(model=model, messages=messages, max_tokens=6, n=2, seed=7, temperature=1.0)
+    check([ch.index for ch in r2.choices] == [0, 1], "n=2 choices")
+
+    try:
+        client.chat.completions.create(model="no-such-model", messages=messages)
+        check(False, "unknown model accepted")
+    except openai.NotFoundError as e:
+        check(e.body.get("param") == "model" if isinstance(e.body, dict) else True, f"error body {e.body}")
+    try:
+        client.completions.create(model=model, prompt="hi", max_tokens=100000)
+        check(False, "max_tokens beyond the context accepted")
+    except openai.BadRequestError as e:
+        check("context" in str(e), f"message {e}")
+    print("openai client: all checks passed")
+
+
+if __name__ == "__main__":
+    main()

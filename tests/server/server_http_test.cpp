@@ -1,0 +1,488 @@
+// The real server on a loopback port: exact-text parity with `generate` under concurrency,
+// streaming against non-streaming, OpenAI-style errors, cancellation and overload.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <random>
+
+#include "server_fixture.h"
+
+namespace sy {
+namespace {
+
+using json = nlohmann::json;
+using test::TestServer;
+
+EngineConfig suite_engine() {
+  EngineConfig ec;
+  ec.parallel = 8;
+  ec.ctx_size = 128;
+  ec.batch_tokens = 48;  // small, so prompts are prefilled in chunks beside decode tokens
+  ec.max_queue = 64;
+  return ec;
+}
+
+ServerConfig suite_server() {
+  ServerConfig sc;
+  sc.max_body_bytes = 64 << 10;
+  return sc;
+}
+
+class ServerHttp : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { srv_ = new TestServer(suite_engine(), suite_server()); }
+  static void TearDownTestSuite() {
+    delete srv_;
+    srv_ = nullptr;
+  }
+  static HttpEndpoint ep(double timeout = 60) { return srv_->endpoint(timeout); }
+  static TestServer* srv_;
+};
+TestServer* ServerHttp::srv_ = nullptr;
+
+json completion_body(const std::string& prompt, int max_tokens, bool stream) {
+  return {{"model", "tiny"},
+          {"prompt", prompt},
+          {"max_tokens", max_tokens},
+          {"temperature", 0},
+          {"stream", stream}};
+}
+
+TEST_F(ServerHttp, ConcurrentGreedyRequestsMatchGenerate) {
+  const std::vector<std::string> prompts = {"A fool and his money",
+                                            "In the beginning God",
+                                            "The trouble with computers is",
+                                            "And the LORD spake unto Moses, saying",
+                                            "Hello",
+                                            "Q: What is a computer?\nA:"};
+  const int n = 24;
+  std::vector<std::string> want;
+  for (const auto& p : prompts) want.push_back(test::generate_cli(p, n));
+
+  // Every prompt twice at once, streamed and not, so the batch mixes prefill chunks and decodes.
+  std::vector<std::string> got(2 * prompts.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < got.size(); ++i) {
+    threads.emplace_back([&, i] {
+      const std::string& p = prompts[i / 2];
+      if (i % 2 == 0) {
+        const auto s = test::post_stream(ep(), "/v1/completions", completion_body(p, n, true));
+        EXPECT_EQ(s.status, 200);
+        EXPECT_TRUE(s.done);
+        got[i] = s.text;
+      } else {
+        const HttpReply r = http_post(ep(), "/v1/completions", completion_body(p, n, false).dump());
+        EXPECT_EQ(r.status, 200) << r.body;
+        got[i] = json::parse(r.body)["choices"][0]["text"];
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i / 2]) << "prompt: " << prompts[i / 2];
+}
+
+TEST_F(ServerHttp, StreamedAndNonStreamedAgree) {
+  for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
+    SCOPED_TRACE(path);
+    json body = {{"model", "tiny"}, {"max_tokens", 20}, {"temperature", 0.9}, {"seed", 1234}, {"n", 2}};
+    if (std::string(path) == "/v1/completions")
+      body["prompt"] = "The trouble with computers is";
+    else
+      body["messages"] = {{{"role", "system"}, {"content", "Be brief."}},
+                          {{"role", "user"}, {"content", "Tell me a fortune."}}};
+    const HttpReply plain = http_post(ep(), path, body.dump());
+    ASSERT_EQ(plain.status, 200) << plain.body;
+    const json pj = json::parse(plain.body);
+    ASSERT_EQ(pj["choices"].size(), 2u);
+
+    body["stream"] = true;
+    body["stream_options"] = {{"include_usage", true}};
+    std::vector<std::string> text(2), finish(2);
+    json usage;
+    bool first_chunk_has_role[2] = {false, false};
+    int chunks[2] = {0, 0};
+    const HttpReply r = http_post_sse(ep(), path, body.dump(), [&](const std::string& d) {
+      if (d == "[DONE]") return true;
+      const json j = json::parse(d);
+      EXPECT_EQ(
+          j["id"].get<std::string>().rfind(std::string(path) == "/v1/completions" ? "cmpl-" : "chatcmpl-", 0),
+          0u);
+      if (j["usage"].is_object()) usage = j["usage"];
+      for (const auto& c : j["choices"]) {
+        const int i = c["index"];
+        if (c.contains("delta")) {
+          if (chunks[i] == 0) first_chunk_has_role[i] = c["delta"].value("role", "") == "assistant";
+          text[i] += c["delta"].value("content", "");
+        } else {
+          text[i] += c["text"].get<std::string>();
+        }
+        chunks[i]++;
+        if (!c["finish_reason"].is_null()) finish[i] = c["finish_reason"];
+      }
+      return true;
+    });
+    ASSERT_EQ(r.status, 200);
+    EXPECT_TRUE(r.done);
+    for (int i = 0; i < 2; ++i) {
+      const json& c = pj["choices"][i];
+      EXPECT_EQ(c["index"], i);
+      const std::string want =
+          c.contains("message") ? c["message"]["content"].get<std::string>() : c["text"].get<std::string>();
+      EXPECT_EQ(text[i], want) << "choice " << i;
+      EXPECT_EQ(finish[i], c["finish_reason"]);
+      if (c.contains("message")) {
+        EXPECT_TRUE(first_chunk_has_role[i]);
+      }
+    }
+    EXPECT_NE(text[0], text[1]) << "n choices are different draws";
+    EXPECT_EQ(usage, pj["usage"]);
+    EXPECT_EQ(pj["usage"]["total_tokens"],
+              pj["usage"]["prompt_tokens"].get<int>() + pj["usage"]["completion_tokens"].get<int>());
+    // A seed makes it reproducible.
+    body.erase("stream");
+    body.erase("stream_options");
+    const HttpReply again = http_post(ep(), path, body.dump());
+    EXPECT_EQ(json::parse(again.body)["choices"], pj["choices"]);
+  }
+}
+
+TEST_F(ServerHttp, StopStringsCutTheTextInBothModes) {
+  const HttpReply full =
+      http_post(ep(), "/v1/completions", completion_body("A fool and his money", 16, false).dump());
+  ASSERT_EQ(full.status, 200);
+  const std::string text = json::parse(full.body)["choices"][0]["text"];
+  ASSERT_GT(text.size(), 12u);
+  const std::string stop = text.substr(8, 3);
+  const std::string want = text.substr(0, text.find(stop));
+  json body = completion_body("A fool and his money", 16, false);
+  body["stop"] = {"zzzz-never", stop};
+  const json j = json::parse(http_post(ep(), "/v1/completions", body.dump()).body);
+  EXPECT_EQ(j["choices"][0]["text"], want);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_LT(j["usage"]["completion_tokens"].get<int>(), 16);
+  body["stream"] = true;
+  const auto s = test::post_stream(ep(), "/v1/completions", body);
+  EXPECT_EQ(s.text, want);
+  EXPECT_EQ(s.finish, "stop");
+  // echo puts the prompt in front.
+  body = completion_body("A fool and his money", 4, false);
+  body["echo"] = true;
+  const std::string echoed =
+      json::parse(http_post(ep(), "/v1/completions", body.dump()).body)["choices"][0]["text"];
+  EXPECT_EQ(echoed.rfind("A fool and his money" + text.substr(0, 3), 0), 0u) << echoed;
+}
+
+TEST_F(ServerHttp, EveryBadInputGetsItsStatusAndNamesTheField) {
+  struct Case {
+    std::string path, body;
+    int status;
+    std::string param;  // "" -> null
+  };
+  const std::string longp(1200, 'x');
+  std::string words;
+  for (int i = 0; i < 200; ++i) words += "word ";
+  const std::vector<Case> cases = {
+      {"/v1/completions", "{not json", 400, ""},
+      {"/v1/completions", "[1, 2]", 400, ""},
+      {"/v1/completions", R"({"prompt": "hi"})", 400, "model"},
+      {"/v1/completions", R"({"model": "gpt-4", "prompt": "hi"})", 404, "model"},
+      {"/v1/completions", R"({"model": 7, "prompt": "hi"})", 400, "model"},
+      {"/v1/completions", R"({"model": "tiny"})", 400, "prompt"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": 42})", 400, "prompt"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": [1, 99999999]})", 400, "prompt"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": []})", 400, "prompt"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "max_tokens": "ten"})", 400, "max_tokens"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "max_tokens": -1})", 400, "max_tokens"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "max_tokens": 1000})", 400, "max_tokens"},
+      {"/v1/completions", json{{"model", "tiny"}, {"prompt", words}}.dump(), 400, "prompt"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "temperature": 5})", 400, "temperature"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "top_p": "high"})", 400, "top_p"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "stream": "yes"})", 400, "stream"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "stream_options": {"include_usage": true}})",
+       400, "stream_options"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "n": 0})", 400, "n"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "n": 100})", 400, "n"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "stop": [1]})", 400, "stop[0]"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "stop": ["a","b","c","d","e"]})", 400, "stop"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "seed": "x"})", 400, "seed"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "logit_bias": {"abc": 1}})", 400,
+       "logit_bias"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "logprobs": 2})", 400, "logprobs"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "presence_penalty": 3})", 400,
+       "presence_penalty"},
+      {"/v1/chat/completions", R"({"model": "tiny", "messages": "hi"})", 400, "messages"},
+      {"/v1/chat/completions", R"({"model": "tiny", "messages": []})", 400, "messages"},
+      {"/v1/chat/completions", R"({"model": "tiny"})", 400, "messages"},
+      {"/v1/chat/completions", R"({"model": "tiny", "messages": [{"role": "wizard", "content": "x"}]})", 400,
+       "messages[0].role"},
+      {"/v1/chat/completions", R"({"model": "tiny", "messages": [{"role": "user"}]})", 400,
+       "messages[0].content"},
+      {"/v1/chat/completions", R"({"model": "tiny", "messages": [{"role": "user", "content": 5}]})", 400,
+       "messages[0].content"},
+      {"/v1/chat/completions",
+       R"({"model": "tiny", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", 400,
+       "messages[0].content[0].type"},
+      {"/v1/chat/completions",
+       R"({"model": "tiny", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})",
+       400, "tools"},
+      {"/v1/chat/completions",
+       R"({"model": "tiny", "messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 500})",
+       400, "max_completion_tokens"},
+      {"/v1/completions", json{{"model", "tiny"}, {"prompt", std::string(100 << 10, 'a')}}.dump(), 413, ""},
+      {"/v1/nothing", "{}", 404, ""},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.path + " " + c.body.substr(0, 120));
+    const HttpReply r = http_post(ep(), c.path, c.body);
+    EXPECT_EQ(r.status, c.status) << r.body;
+    const json j = json::parse(r.body, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.body;
+    ASSERT_TRUE(j.contains("error")) << r.body;
+    const json& e = j["error"];
+    EXPECT_FALSE(e["message"].get<std::string>().empty());
+    EXPECT_TRUE(e["type"].is_string());
+    EXPECT_TRUE(e.contains("code"));
+    if (c.param.empty()) {
+      EXPECT_TRUE(e["param"].is_null()) << r.body;
+    } else {
+      EXPECT_EQ(e["param"], c.param) << r.body;
+    }
+  }
+  // The wrong method on an endpoint.
+  const HttpReply g = http_get(ep(), "/v1/completions");
+  EXPECT_EQ(g.status, 405);
+  EXPECT_TRUE(json::parse(g.body).contains("error"));
+  // Context errors say what the limit is.
+  const HttpReply big =
+      http_post(ep(), "/v1/completions", R"({"model": "tiny", "prompt": "hi", "max_tokens": 1000})");
+  EXPECT_NE(json::parse(big.body)["error"]["message"].get<std::string>().find("128"), std::string::npos);
+  EXPECT_EQ(json::parse(big.body)["error"]["code"], "context_length_exceeded");
+}
+
+TEST_F(ServerHttp, ModelsHealthAndMetrics) {
+  HttpReply r = http_get(ep(), "/v1/models");
+  ASSERT_EQ(r.status, 200);
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["object"], "list");
+  EXPECT_EQ(j["data"][0]["id"], "tiny");
+  EXPECT_EQ(j["data"][0]["object"], "model");
+  EXPECT_EQ(j["data"][0]["meta"]["n_ctx"], 128);
+  EXPECT_EQ(http_get(ep(), "/v1/models/tiny").status, 200);
+  EXPECT_EQ(http_get(ep(), "/v1/models/other").status, 404);
+  r = http_get(ep(), "/health");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(json::parse(r.body)["status"], "ok");
+  ASSERT_EQ(http_post(ep(), "/v1/completions", completion_body("Hello", 3, false).dump()).status, 200);
+  r = http_get(ep(), "/metrics");
+  ASSERT_EQ(r.status, 200);
+  for (const char* name :
+       {"switchyard_requests_submitted_total", "switchyard_requests_finished_total{reason=\"length\"}",
+        "switchyard_prompt_tokens_total", "switchyard_generation_tokens_total", "switchyard_queue_depth",
+        "switchyard_running_requests", "switchyard_kv_blocks_used",
+        "switchyard_time_to_first_token_seconds_bucket{le=\"+Inf\"}",
+        "switchyard_time_per_output_token_seconds_count",
+        "switchyard_moe_expert_activations_total{layer=\"3\"}",
+        "switchyard_http_requests_total{route=\"/v1/completions\",code=\"200\"}"}) {
+    EXPECT_NE(r.body.find(std::string("\n") + name), std::string::npos) << name;
+  }
+  EXPECT_GE(srv_->metric("switchyard_generation_tokens_total"), 3);
+  EXPECT_GT(srv_->metric("switchyard_moe_expert_activations_total{layer=\"0\"}"), 0);
+}
+
+TEST_F(ServerHttp, SharedPromptPrefixIsReusedExactly) {
+  const std::string prefix =
+      "And the LORD spake unto Moses, saying, Speak unto the children of Israel, and say unto them";
+  const std::string second = prefix + ", When ye come";
+  const std::string want = test::generate_cli(second, 16);
+  const double reused0 = srv_->metric("switchyard_prefix_reused_tokens_total");
+  // A long request keeps the prefix in the cache while the second one arrives.
+  json body = completion_body(prefix, 100, true);
+  body["ignore_eos"] = true;
+  std::string got;
+  std::thread other;
+  http_post_sse(ep(), "/v1/completions", body.dump(), [&](const std::string&) {
+    if (!other.joinable()) {
+      other = std::thread([&] {
+        const HttpReply r = http_post(ep(), "/v1/completions", completion_body(second, 16, false).dump());
+        if (r.status == 200) got = json::parse(r.body)["choices"][0]["text"];
+      });
+    }
+    return true;
+  });
+  other.join();
+  EXPECT_EQ(got, want);
+  EXPECT_GT(srv_->metric("switchyard_prefix_reused_tokens_total"), reused0 + 10);
+}
+
+TEST_F(ServerHttp, ClientThatHangsUpMidStreamFreesItsKvBlocks) {
+  const double cancelled0 = srv_->metric("switchyard_requests_finished_total{reason=\"cancelled\"}");
+  json body = completion_body("In the beginning God", 100, true);
+  body["ignore_eos"] = true;
+  int events = 0;
+  double used_while_running = -1;
+  http_post_sse(ep(), "/v1/completions", body.dump(), [&](const std::string&) {
+    if (++events == 3) used_while_running = srv_->metric("switchyard_kv_blocks_used");
+    return events < 3;  // hang up
+  });
+  EXPECT_GT(used_while_running, 0);
+  EXPECT_TRUE(srv_->wait_metric("switchyard_kv_blocks_used", 0));
+  EXPECT_TRUE(srv_->wait_metric("switchyard_running_requests", 0));
+  EXPECT_EQ(srv_->metric("switchyard_requests_finished_total{reason=\"cancelled\"}"), cancelled0 + 1);
+}
+
+TEST(ServerCancel, NonStreamingClientThatGivesUpIsNoticedToo) {
+  EngineConfig ec;
+  ec.ctx_size = 512;  // a long generation, so the client surely gives up first
+  TestServer srv(ec);
+  json body = completion_body("In the beginning God", 480, false);
+  body["ignore_eos"] = true;
+  const HttpReply r = http_post(srv.endpoint(0.1), "/v1/completions", body.dump());
+  EXPECT_EQ(r.status, 0) << "the client timed out";
+  EXPECT_TRUE(srv.wait_metric("switchyard_requests_finished_total{reason=\"cancelled\"}", 1));
+  EXPECT_TRUE(srv.wait_metric("switchyard_kv_blocks_used", 0));
+  EXPECT_LT(srv.metric("switchyard_generation_tokens_total"), 480);
+}
+
+TEST(ServerOverload, FullQueueGets503WithRetryAfter) {
+  EngineConfig ec;
+  ec.parallel = 1;
+  ec.max_queue = 1;
+  ec.ctx_size = 512;
+  TestServer srv(ec);
+  json body = completion_body("In the beginning God", 480, true);
+  body["ignore_eos"] = true;
+  // One request runs, one waits; the third finds the queue full.
+  std::atomic<int> started{0};
+  auto hold = [&] {
+    http_post_sse(srv.endpoint(), "/v1/completions", body.dump(), [&](const std::string&) {
+      started++;
+      return true;
+    });
+  };
+  std::thread a(hold);
+  while (started == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::thread b(hold);
+  ASSERT_TRUE(srv.wait_metric("switchyard_queue_depth", 1));
+  auto c = std::make_unique<httplib::Client>("127.0.0.1", srv.port());
+  const auto res = c->Post("/v1/completions", completion_body("Hello", 2, false).dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 503);
+  EXPECT_EQ(res->get_header_value("Retry-After"), "1");
+  EXPECT_EQ(json::parse(res->body)["error"]["code"], "queue_full");
+  srv.engine().cancel_all();
+  a.join();
+  b.join();
+  EXPECT_GE(srv.metric("switchyard_requests_rejected_total"), 1);
+}
+
+TEST(ServerAuth, ApiKeyIsRequiredOnTheApi) {
+  ServerConfig sc;
+  sc.api_key = "sekret";
+  TestServer srv({}, sc);
+  HttpEndpoint ep = srv.endpoint();
+  HttpReply r = http_post(ep, "/v1/completions", completion_body("Hello", 2, false).dump());
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "invalid_api_key");
+  ep.api_key = "wrong";
+  EXPECT_EQ(http_get(ep, "/v1/models").status, 401);
+  ep.api_key = "sekret";
+  EXPECT_EQ(http_get(ep, "/v1/models").status, 200);
+  EXPECT_EQ(http_post(ep, "/v1/completions", completion_body("Hello", 2, false).dump()).status, 200);
+  ep.api_key.clear();
+  EXPECT_EQ(http_get(ep, "/health").status, 200);  // health and metrics stay open for probes
+}
+
+TEST(ServerPaging, PreemptionUnderAScarceKvPoolKeepsOutputsExact) {
+  EngineConfig ec;
+  ec.parallel = 4;
+  ec.ctx_size = 64;
+  ec.kv_tokens = 64;  // one context for four requests: they must take turns
+  ec.block_size = 8;
+  TestServer srv(ec);
+  const std::vector<std::string> prompts = {"A fool and his money", "In the beginning God", "Hello",
+                                            "The trouble with computers is"};
+  std::vector<std::string> want, got(prompts.size());
+  for (const auto& p : prompts) want.push_back(test::generate_cli(p, 40));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    threads.emplace_back([&, i] {
+      const HttpReply r =
+          http_post(srv.endpoint(), "/v1/completions", completion_body(prompts[i], 40, false).dump());
+      EXPECT_EQ(r.status, 200) << r.body;
+      if (r.status == 200) got[i] = json::parse(r.body)["choices"][0]["text"];
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i], want[i]) << prompts[i];
+  EXPECT_GT(srv.metric("switchyard_preemptions_total"), 0);
+  EXPECT_EQ(srv.metric("switchyard_kv_blocks_used"), 0);
+}
+
+TEST(ServerStress, FiveHundredRequestsFrom32ClientsWithRandomDisconnects) {
+  EngineConfig ec;
+  ec.parallel = 16;
+  ec.ctx_size = 96;
+  ec.max_queue = 128;
+  TestServer srv(ec);
+  std::atomic<int> next{0}, ok{0}, hung_up{0}, overloaded{0}, failed{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 32; ++c) {
+    clients.emplace_back([&, c] {
+      std::mt19937 rng(1000 + c);
+      const std::vector<std::string> prompts = {"Hello", "In the beginning", "A fool", "Why",
+                                                "The LORD is my shepherd"};
+      for (int i; (i = next++) < 500;) {
+        json body = {{"model", "tiny"},
+                     {"max_tokens", 1 + static_cast<int>(rng() % 6)},
+                     {"temperature", (rng() % 2) ? 0.0 : 0.8}};
+        const bool chat = rng() % 4 == 0;
+        if (chat)
+          body["messages"] = {{{"role", "user"}, {"content", prompts[rng() % prompts.size()]}}};
+        else
+          body["prompt"] = prompts[rng() % prompts.size()];
+        const char* path = chat ? "/v1/chat/completions" : "/v1/completions";
+        const int mode = static_cast<int>(
+            rng() % 10);  // 0-1: hang up mid-stream, 2: give up early, 3-6: stream, else plain
+        int status = 0;
+        if (mode <= 1 || (mode >= 3 && mode <= 6)) {
+          body["stream"] = true;
+          int events = 0;
+          const HttpReply r = http_post_sse(srv.endpoint(), path, body.dump(),
+                                            [&](const std::string&) { return mode > 1 || ++events < 2; });
+          status = r.status;
+          if (mode <= 1 && !r.done) {
+            hung_up++;
+            continue;
+          }
+        } else {
+          const HttpReply r = http_post(srv.endpoint(mode == 2 ? 0.002 : 60), path, body.dump());
+          status = r.status;
+          if (mode == 2 && status == 0) {
+            hung_up++;
+            continue;
+          }
+        }
+        if (status == 200)
+          ok++;
+        else if (status == 503)
+          overloaded++;
+        else
+          failed++;
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(failed, 0);
+  EXPECT_EQ(ok + hung_up + overloaded, 500);
+  EXPECT_GT(ok, 300);
+  const HttpReply h = http_get(srv.endpoint(), "/health");
+  EXPECT_EQ(h.status, 200);
+  EXPECT_TRUE(srv.wait_metric("switchyard_running_requests", 0));
+  EXPECT_TRUE(srv.wait_metric("switchyard_kv_blocks_used", 0));
+  EXPECT_EQ(srv.metric("switchyard_queue_depth"), 0);
+  EXPECT_EQ(srv.metric("switchyard_requests_finished_total{reason=\"error\"}"), 0);
+}
+
+}  // namespace
+}  // namespace sy

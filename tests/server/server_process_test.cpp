@@ -1,0 +1,167 @@
+// `switchyard serve` as a process: it prints where it listens, shuts down cleanly on
+// SIGTERM/SIGINT (finishing or cancelling running requests), and the official OpenAI
+// Python client works against it (when the openai package is installed).
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+
+#include "server_fixture.h"
+
+namespace sy {
+namespace {
+
+using json = nlohmann::json;
+
+class ServeProcess {
+ public:
+  explicit ServeProcess(const std::vector<std::string>& extra) {
+    int fds[2];
+    EXPECT_EQ(pipe(fds), 0);
+    std::vector<std::string> args = {
+        SY_CLI_PATH, "serve", "-m", test::tiny_model_path(), "--port", "0", "-t", "2", "--alias", "tiny"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;  // built before fork: the child must not allocate
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(fds[1], STDOUT_FILENO);
+      close(fds[0]);
+      close(fds[1]);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    out_ = fds[0];
+    // "serve: listening on http://127.0.0.1:PORT"
+    std::string line;
+    while (line.find('\n') == std::string::npos) {
+      pollfd p{out_, POLLIN, 0};
+      if (poll(&p, 1, 20000) <= 0) break;
+      char buf[256];
+      const ssize_t n = read(out_, buf, sizeof(buf));
+      if (n <= 0) break;
+      line.append(buf, static_cast<size_t>(n));
+    }
+    const auto colon = line.rfind(':');
+    EXPECT_NE(line.find("listening on http://127.0.0.1:"), std::string::npos) << line;
+    if (colon != std::string::npos) port_ = std::atoi(line.c_str() + colon + 1);
+  }
+  ~ServeProcess() {
+    if (pid_ > 0 && !exited_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    close(out_);
+  }
+  void signal(int sig) { kill(pid_, sig); }
+  // Exit status, or -1 if it did not exit within `seconds`.
+  int wait_exit(double seconds) {
+    for (int i = 0; i < seconds * 100; ++i) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        exited_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      usleep(10000);
+    }
+    return -1;
+  }
+  HttpEndpoint endpoint() const {
+    HttpEndpoint ep;
+    ep.port = port_;
+    ep.timeout_s = 30;
+    return ep;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  int port_ = 0;
+  bool exited_ = false;
+};
+
+json long_stream() {
+  return {{"model", "tiny"},   {"prompt", "In the beginning"},
+          {"max_tokens", 200}, {"ignore_eos", true},
+          {"stream", true},    {"stream_options", {{"include_usage", true}}}};
+}
+
+TEST(ServerProcess, SigtermFinishesRunningRequestsThenExitsCleanly) {
+  ServeProcess srv({"--parallel", "4"});
+  ASSERT_GT(srv.endpoint().port, 0);
+  std::atomic<int> events{0};
+  HttpReply reply;
+  int64_t generated = 0;
+  std::thread client([&] {
+    reply = http_post_sse(srv.endpoint(), "/v1/completions", long_stream().dump(), [&](const std::string& d) {
+      events++;
+      const json j = json::parse(d, nullptr, false);
+      if (!j.is_discarded() && j.contains("usage") && j["usage"].is_object())
+        generated = j["usage"]["completion_tokens"];
+      return true;
+    });
+  });
+  while (events == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  srv.signal(SIGTERM);
+  client.join();
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_TRUE(reply.done) << "the running request finished its stream";
+  EXPECT_EQ(generated, 200);
+  EXPECT_EQ(srv.wait_exit(20), 0);
+  EXPECT_EQ(http_get(srv.endpoint(), "/health").status, 0) << "nothing listens any more";
+}
+
+TEST(ServerProcess, SigintWithoutGraceCancelsRunningRequests) {
+  ServeProcess srv({"--shutdown-timeout", "0", "--parallel", "1"});
+  std::atomic<int> events{0};
+  std::string last;
+  HttpReply reply;
+  std::thread client([&] {
+    json body = long_stream();
+    body["max_tokens"] = 250;
+    reply = http_post_sse(srv.endpoint(), "/v1/completions", body.dump(), [&](const std::string& d) {
+      events++;
+      last = d;
+      return true;
+    });
+  });
+  while (events == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  srv.signal(SIGINT);
+  client.join();
+  EXPECT_EQ(srv.wait_exit(20), 0);
+  EXPECT_EQ(reply.status, 200);
+  // Either it was fast enough to finish, or it was told why it ends early.
+  if (!reply.done) {
+    EXPECT_NE(last.find("shutting down"), std::string::npos) << last;
+  }
+}
+
+TEST(ServerProcess, OfficialOpenAIPythonClient) {
+  if (std::system("python3 -c 'import openai' > /dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "the openai Python package is not installed (scripts/install-deps installs it when pip "
+                    "is available)";
+  }
+  ServeProcess srv({"--parallel", "4"});
+  const std::string cmd =
+      "python3 " + std::string(SY_SOURCE_DIR) +
+      "/tests/server/openai_client_check.py http://127.0.0.1:" + std::to_string(srv.endpoint().port) +
+      "/v1 tiny 2>&1";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  EXPECT_EQ(pclose(p), 0) << out;
+  srv.signal(SIGTERM);
+  EXPECT_EQ(srv.wait_exit(20), 0);
+}
+
+}  // namespace
+}  // namespace sy

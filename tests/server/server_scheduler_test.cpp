@@ -1,0 +1,212 @@
+// The scheduler without a model: ragged batches, chunked prefill, admission control,
+// preemption and block accounting over a small paged KV cache.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "runtime/scheduler.h"
+
+namespace sy {
+namespace {
+
+std::unique_ptr<Sequence> seq(int n_prompt, uint64_t order, int first_token = 10) {
+  std::vector<int32_t> p(static_cast<size_t>(n_prompt));
+  for (int i = 0; i < n_prompt; ++i) p[i] = first_token + i;
+  GenerationParams g;
+  g.max_tokens = 100;
+  return std::make_unique<Sequence>(std::make_shared<Request>(p, g), order);
+}
+
+// What the engine does after a step: every sequence with a logits row gets a token.
+void sample_all(StepPlan& plan) {
+  for (Sequence* s : plan.rows) s->tokens.push_back(7);
+}
+
+KvCache small_cache(int64_t n_blocks, int64_t block_size, int n_seq) {
+  return KvCache(1, 1, 1, n_blocks, block_size, n_seq);
+}
+
+TEST(ServerScheduler, RaggedBatchWithoutPadding) {
+  KvCache cache = small_cache(16, 4, 4);
+  Scheduler s({4, 100, 0}, cache);
+  s.enqueue(seq(5, 0));
+  s.enqueue(seq(3, 1));
+  s.enqueue(seq(7, 2));
+  StepPlan plan;
+  ASSERT_TRUE(s.schedule(plan));
+  ASSERT_EQ(plan.batch.size(), 15);  // 5 + 3 + 7, side by side
+  ASSERT_EQ(plan.rows.size(), 3u);
+  // Each sequence's tokens are consecutive, at positions 0..n-1, logits only at its last.
+  const int lens[] = {5, 3, 7};
+  int64_t t = 0;
+  for (int i = 0; i < 3; ++i) {
+    const int32_t slot = plan.batch.seq[t];
+    EXPECT_EQ(plan.rows[i]->slot, slot);
+    for (int p = 0; p < lens[i]; ++p, ++t) {
+      EXPECT_EQ(plan.batch.seq[t], slot);
+      EXPECT_EQ(plan.batch.positions[t], p);
+      EXPECT_EQ(plan.batch.want_logits[t], p == lens[i] - 1 ? 1 : 0);
+    }
+  }
+  sample_all(plan);
+  // Next step: one decode token each.
+  ASSERT_TRUE(s.schedule(plan));
+  EXPECT_EQ(plan.batch.size(), 3);
+  EXPECT_EQ(plan.n_decode, 3);
+  EXPECT_EQ(plan.batch.positions[0], 5);
+  EXPECT_EQ(plan.batch.positions[1], 3);
+  EXPECT_EQ(plan.batch.positions[2], 7);
+}
+
+TEST(ServerScheduler, ChunkedPrefillUnderTokenBudget) {
+  KvCache cache = small_cache(16, 4, 2);
+  Scheduler s({2, 4, 0}, cache);
+  s.enqueue(seq(10, 0));
+  StepPlan plan;
+  std::vector<int64_t> chunks;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(s.schedule(plan));
+    chunks.push_back(plan.batch.size());
+    EXPECT_EQ(plan.rows.size(), i == 2 ? 1u : 0u) << "logits only when the prompt is complete";
+    EXPECT_EQ(plan.batch.positions[0], 4 * i);
+  }
+  EXPECT_EQ(chunks, (std::vector<int64_t>{4, 4, 2}));
+  sample_all(plan);
+  // A newcomer shares the step with the decode token, which goes first.
+  s.enqueue(seq(6, 1));
+  ASSERT_TRUE(s.schedule(plan));
+  EXPECT_EQ(plan.n_decode, 1);
+  EXPECT_EQ(plan.n_prefill, 3);
+  EXPECT_EQ(plan.batch.positions[0], 10);
+}
+
+TEST(ServerScheduler, AdmissionWaitsForBlocksAndRetirementFreesThem) {
+  KvCache cache = small_cache(4, 4, 4);  // 16 positions in all
+  Scheduler s({4, 100, 1}, cache);
+  s.enqueue(seq(10, 0));  // 3 blocks
+  s.enqueue(seq(6, 1));   // 2 blocks: does not fit next to the first
+  StepPlan plan;
+  ASSERT_TRUE(s.schedule(plan));
+  EXPECT_EQ(s.n_running(), 1u);
+  EXPECT_EQ(s.n_waiting(), 1u);
+  EXPECT_EQ(cache.free_blocks(), 1);
+  sample_all(plan);
+  // Finishing the first frees its blocks at once; the second gets in at the next step.
+  std::vector<std::unique_ptr<Sequence>> out;
+  s.remove_if([](const Sequence& q) { return q.order == 0; },
+              [&](std::unique_ptr<Sequence> q) { out.push_back(std::move(q)); });
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0]->slot, -1);
+  EXPECT_EQ(cache.free_blocks(), 4);
+  ASSERT_TRUE(s.schedule(plan));
+  EXPECT_EQ(s.n_running(), 1u);
+  EXPECT_EQ(s.n_waiting(), 0u);
+  EXPECT_EQ(plan.batch.size(), 6);
+  EXPECT_EQ(cache.free_blocks(), 2);
+}
+
+TEST(ServerScheduler, PreemptsTheNewestWhenThePoolRunsOut) {
+  KvCache cache = small_cache(4, 4, 2);
+  Scheduler s({2, 100, 0}, cache);
+  s.enqueue(seq(7, 0));
+  s.enqueue(seq(7, 1, 50));
+  StepPlan plan;
+  ASSERT_TRUE(s.schedule(plan));
+  ASSERT_EQ(s.n_running(), 2u);
+  EXPECT_EQ(cache.free_blocks(), 0);
+  sample_all(plan);  // both now hold 8 tokens: position 7 still fits their 2 blocks
+  ASSERT_TRUE(s.schedule(plan));
+  EXPECT_EQ(plan.n_decode, 2);
+  sample_all(plan);  // 9 tokens: position 8 needs a third block each
+  ASSERT_TRUE(s.schedule(plan));
+  EXPECT_EQ(plan.n_preempted, 1);
+  EXPECT_EQ(s.preemptions(), 1);
+  ASSERT_EQ(s.n_running(), 1u);
+  ASSERT_EQ(s.n_waiting(), 1u);
+  EXPECT_EQ(plan.batch.size(), 1);
+  EXPECT_EQ(plan.rows[0]->order, 0u) << "the oldest keeps running";
+  EXPECT_EQ(plan.batch.positions[0], 8);
+  sample_all(plan);
+  // When the oldest ends, the preempted one comes back and recomputes all it had.
+  s.remove_if([](const Sequence& q) { return q.order == 0; }, [](std::unique_ptr<Sequence>) {});
+  ASSERT_TRUE(s.schedule(plan));
+  ASSERT_EQ(plan.rows.size(), 1u);
+  EXPECT_EQ(plan.rows[0]->order, 1u);
+  EXPECT_EQ(plan.batch.size(), 9);  // 7 prompt + 2 generated
+  EXPECT_EQ(plan.batch.tokens[0], 50);
+  EXPECT_EQ(plan.batch.tokens[8], 7);
+  EXPECT_EQ(plan.rows[0]->n_preempted, 1);
+}
+
+TEST(ServerScheduler, CancelledWaitingAndRunningLeave) {
+  KvCache cache = small_cache(8, 4, 1);
+  Scheduler s({1, 100, 0}, cache);
+  s.enqueue(seq(4, 0));
+  s.enqueue(seq(4, 1));
+  StepPlan plan;
+  ASSERT_TRUE(s.schedule(plan));
+  EXPECT_EQ(s.n_running(), 1u);  // one slot
+  EXPECT_EQ(s.n_waiting(), 1u);
+  int removed = 0;
+  s.remove_if([](const Sequence&) { return true; }, [&](std::unique_ptr<Sequence>) { removed++; });
+  EXPECT_EQ(removed, 2);
+  EXPECT_TRUE(s.idle());
+  EXPECT_EQ(cache.free_blocks(), 8);
+  EXPECT_FALSE(s.schedule(plan));
+}
+
+TEST(ServerScheduler, SharedPrefixIsCopiedNotRecomputed) {
+  KvCache cache(2, 3, 2, 16, 4, 2);  // 2 layers, k_dim 3, v_dim 2
+  SchedulerConfig cfg{2, 100, 0, 2, 3, 2};
+  Scheduler s(cfg, cache);
+  s.enqueue(seq(9, 0));
+  StepPlan plan;
+  ASSERT_TRUE(s.schedule(plan));
+  // What the forward pass would have written for the first sequence.
+  const int src = plan.rows[0]->slot;
+  for (int l = 0; l < 2; ++l) {
+    for (int p = 0; p < 9; ++p) {
+      for (int i = 0; i < 3; ++i) cache.k_row(l, src, p)[i] = 100.0f * l + p + 0.1f * i;
+      for (int i = 0; i < 2; ++i) cache.v_row(l, src, p)[i] = -100.0f * l - p - 0.1f * i;
+    }
+  }
+  sample_all(plan);
+  // Same first 6 tokens, then different ones.
+  auto b = seq(8, 1);
+  for (int i = 6; i < 8; ++i) b->tokens[i] = 99;
+  s.enqueue(std::move(b));
+  ASSERT_TRUE(s.schedule(plan));
+  EXPECT_EQ(plan.n_reused, 6);
+  EXPECT_EQ(plan.batch.size(), 1 + 2);  // the first's decode token, the second's last two prompt tokens
+  EXPECT_EQ(plan.batch.positions[1], 6);
+  const int dst = plan.rows[1]->slot;
+  for (int l = 0; l < 2; ++l) {
+    for (int p = 0; p < 6; ++p) {
+      EXPECT_EQ(cache.k_row(l, dst, p)[2], 100.0f * l + p + 0.2f);
+      EXPECT_EQ(cache.v_row(l, dst, p)[1], -100.0f * l - p - 0.1f);
+    }
+  }
+  // A prompt that is all prefix still computes its last token.
+  s.remove_if([](const Sequence& q) { return q.order == 1; }, [](std::unique_ptr<Sequence>) {});
+  s.enqueue(seq(9, 2));
+  ASSERT_TRUE(s.schedule(plan));
+  EXPECT_EQ(plan.n_reused, 8);
+}
+
+TEST(ServerScheduler, IdenticalPromptsArrivingTogetherAreComputedOnce) {
+  KvCache cache(1, 2, 2, 32, 4, 4);
+  Scheduler s({4, 100, 0, 1, 2, 2}, cache);
+  for (uint64_t i = 0; i < 3; ++i) s.enqueue(seq(20, i));  // e.g. n = 3 choices of one call
+  StepPlan plan;
+  ASSERT_TRUE(s.schedule(plan));
+  EXPECT_EQ(plan.batch.size(), 20) << "the others wait one step for the first one's K/V";
+  EXPECT_EQ(s.n_waiting(), 2u);
+  sample_all(plan);
+  ASSERT_TRUE(s.schedule(plan));
+  EXPECT_EQ(plan.n_reused, 2 * 19);
+  EXPECT_EQ(plan.batch.size(), 1 + 1 + 1);  // a decode token and the two last prompt tokens
+  EXPECT_EQ(plan.rows.size(), 3u);
+}
+
+}  // namespace
+}  // namespace sy

@@ -1,0 +1,132 @@
+// Pieces of the server that need no socket: stop strings over streamed text, chat
+// templates, request parsing.
+#include <gtest/gtest.h>
+
+#include "server/chat_template.h"
+#include "server/openai.h"
+#include "server/text_stream.h"
+#include "server_fixture.h"
+
+namespace sy {
+namespace {
+
+using json = nlohmann::json;
+
+std::string feed(StopMatcher& m, const std::vector<std::string>& pieces) {
+  std::string out;
+  for (const auto& p : pieces) out += m.push(p);
+  return out + m.flush();
+}
+
+TEST(ServerText, StopStringsAcrossPiecesAreHeldBackThenCut) {
+  StopMatcher m({"\n\nUser:", "END"});
+  EXPECT_EQ(m.push("Hello"), "Hello");
+  EXPECT_EQ(m.push(" world\n"), " world");  // "\n" may start a stop string
+  EXPECT_EQ(m.push("\nUs"), "");
+  EXPECT_EQ(m.push("er: hi"), "");
+  EXPECT_TRUE(m.stopped());
+  EXPECT_EQ(m.flush(), "");
+
+  StopMatcher n({"END"});
+  EXPECT_EQ(feed(n, {"the E", "N", "ding"}), "the ENding");  // a near miss is released
+  EXPECT_FALSE(n.stopped());
+  StopMatcher e({"END"});
+  EXPECT_EQ(feed(e, {"abcE", "NDxyz"}), "abc");
+  StopMatcher none;
+  EXPECT_EQ(feed(none, {"a", "b"}), "ab");
+  StopMatcher first({"bc", "ab"});
+  EXPECT_EQ(feed(first, {"xabc"}), "x");  // the earliest match wins
+}
+
+TEST(ServerText, ChatTemplatesRenderTheCommonFamilies) {
+  const std::vector<ChatMessage> msgs = {
+      {"system", "Be nice."}, {"user", "Hi"}, {"assistant", "Hello!"}, {"user", "Bye"}};
+  auto render = [&](const std::string& jinja) {
+    return ChatTemplate::detect(jinja, "<s>", "</s>").render(msgs);
+  };
+  EXPECT_EQ(render("{% for m in messages %}<|im_start|>{{ m.role }}..."),
+            "<|im_start|>system\nBe "
+            "nice.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+            "<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(render("{{ bos_token }}{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}"),
+            "<s>[INST] Be nice.\n\nHi [/INST]Hello!</s>[INST] Bye [/INST]");
+  EXPECT_EQ(render("[INST] <<SYS>>\\n{{ system }}\\n<</SYS>>"),
+            "<s>[INST] <<SYS>>\nBe nice.\n<</SYS>>\n\nHi [/INST] Hello! </s><s>[INST] Bye [/INST]");
+  EXPECT_EQ(render("<|start_header_id|>{{ role }}<|end_header_id|>"),
+            "<s><|start_header_id|>system<|end_header_id|>\n\nBe "
+            "nice.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|><|start_header_id|>user<|end_"
+            "header_id|>\n\nBye<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  // OLMoE-Instruct (Tulu) and Zephyr differ in how a user turn ends.
+  EXPECT_EQ(
+      render("{{ bos_token }}{% if message['role'] == 'user' %}{{ '<|user|>\\n' + message['content'] + '\\n' "
+             "}}"),
+      "<s><|system|>\nBe nice.\n<|user|>\nHi\n<|assistant|>\nHello!</s>\n<|user|>\nBye\n<|assistant|>\n");
+  EXPECT_EQ(render("{{ '<|user|>\\n' + message['content'] + eos_token }}"),
+            "<|system|>\nBe "
+            "nice.</s>\n<|user|>\nHi</s>\n<|assistant|>\nHello!</s>\n<|user|>\nBye</s>\n<|assistant|>\n");
+  EXPECT_EQ(render("<start_of_turn>user"),
+            "<s><start_of_turn>user\nBe nice.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
+            "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(render("{{ 'User: ' + message['content'] }}{{ 'Assistant:' }}"),
+            "<s>Be nice.\n\nUser: Hi\n\nAssistant: Hello!</s>User: Bye\n\nAssistant:");
+  // Qwen2-style ChatML adds its default system prompt.
+  const ChatTemplate qwen =
+      ChatTemplate::detect("<|im_start|>system\nYou are a helpful assistant.<|im_end|>", "", "<|endoftext|>");
+  EXPECT_EQ(qwen.render({{"user", "Hi"}}),
+            "<|im_start|>system\nYou are a helpful "
+            "assistant.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  // No template: ChatML, as llama.cpp does. An unknown one is reported, not guessed.
+  EXPECT_EQ(ChatTemplate::detect("", "<s>", "</s>").name(), "chatml");
+  const ChatTemplate odd = ChatTemplate::detect(
+      "{% for m in messages %}### {{ m.role }}: {{ m.content }}{% endfor %}", "<s>", "</s>");
+  EXPECT_FALSE(odd.supported());
+  EXPECT_THROW(odd.render(msgs), Error);
+  EXPECT_EQ(ChatTemplate::named("llama3", "", "").name(), "llama3");
+  EXPECT_THROW(ChatTemplate::named("jinja", "", ""), Error);
+}
+
+TEST(ServerText, ChatRequestWithUnsupportedTemplateSaysSo) {
+  const Model& m = test::tiny_model();
+  const ChatTemplate odd = ChatTemplate::detect("### weird", "<s>", "</s>");
+  ApiContext ctx{&m.tokenizer(), &odd, "tiny", 128, 64, 1};
+  const json body = {{"model", "tiny"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+  try {
+    parse_completion_request(body, Endpoint::Chat, ctx);
+    FAIL() << "expected an error";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.code, "chat_template_unsupported");
+    EXPECT_NE(std::string(e.what()).find("--chat-template"), std::string::npos);
+  }
+}
+
+TEST(ServerText, RequestDefaultsFollowTheOpenAIReference) {
+  const Model& m = test::tiny_model();
+  const ChatTemplate chatml = ChatTemplate::detect("", "<s>", "</s>");
+  ApiContext ctx{&m.tokenizer(), &chatml, "tiny", 128, 64, 77};
+  CompletionJob job =
+      parse_completion_request({{"model", "tiny"}, {"prompt", "Hello world"}}, Endpoint::Completions, ctx);
+  ASSERT_EQ(job.prompts.size(), 1u);
+  EXPECT_EQ(job.prompts[0], (std::vector<int32_t>{1, 15043, 3186}));
+  EXPECT_EQ(job.max_tokens[0], 16);  // completions: 16
+  EXPECT_EQ(job.gen.sampling.temperature, 1.0f);
+  EXPECT_EQ(job.gen.sampling.top_p, 1.0f);
+  EXPECT_EQ(job.gen.sampling.top_k, 0);
+  EXPECT_EQ(job.gen.sampling.seed, 77u);
+  // Batches of prompts, token prompts used as given.
+  job = parse_completion_request({{"model", "tiny"}, {"prompt", {{1, 2, 3}, {4, 5}}}, {"n", 2}},
+                                 Endpoint::Completions, ctx);
+  EXPECT_EQ(job.prompts.size(), 2u);
+  EXPECT_EQ(job.prompts[1], (std::vector<int32_t>{4, 5}));
+  // Chat: until the context is full by default; the template's turn end is a stop string.
+  job = parse_completion_request(
+      {{"model", "tiny"}, {"messages", {{{"role", "developer"}, {"content", "x"}}}}}, Endpoint::Chat, ctx);
+  EXPECT_EQ(job.max_tokens[0], 128 - static_cast<int64_t>(job.prompts[0].size()));
+  EXPECT_NE(std::find(job.stop.begin(), job.stop.end(), "<|im_end|>"), job.stop.end());
+  EXPECT_EQ(job.prompts[0][0], 1) << "BOS once";
+  EXPECT_NE(job.prompts[0][1], 1);
+}
+
+}  // namespace
+}  // namespace sy
