@@ -260,7 +260,7 @@ void Engine::sample_rows() {
 
 void Engine::finish(Sequence& s, FinishReason r, const std::string& error) {
   s.done = true;
-  s.req->finish(r, error);
+  pending_finish_.push_back({s.req, r, error});
   fin_[static_cast<int>(r)]++;
   if (r == FinishReason::Stop || r == FinishReason::Length)
     obs_e2e_.push_back(seconds(Clock::now() - s.req->arrival()));
@@ -309,6 +309,8 @@ void Engine::publish_stats(double fwd) {
   obs_queue_.clear();
   n_generated_step_ = 0;
   std::fill(std::begin(fin_), std::end(fin_), 0);
+  for (PendingFinish& f : pending_finish_) f.req->finish(f.reason, f.error);
+  pending_finish_.clear();
 }
 
 }  // namespace sy
