@@ -52,9 +52,10 @@ void Forward::attention_block(int il, const Batch& b, KvCache& cache) {
   const int64_t od = int64_t{hp_.n_head} * hp_.head_dim_v;
 
   for (int64_t t = 0; t < n; ++t) cpu::rms_norm(&x_[t * d], L.attn_norm.data(), d, hp_.rms_eps, &h_[t * d]);
-  cpu::matmul(L.wq, {h_.data(), n, d}, {q_.data(), qd}, pool_, scratch_);
-  cpu::matmul(L.wk, {h_.data(), n, d}, {k_.data(), kd}, pool_, scratch_);
-  cpu::matmul(L.wv, {h_.data(), n, d}, {v_.data(), vd}, pool_, scratch_);
+  qkv_[0] = {&L.wq, {q_.data(), qd}};
+  qkv_[1] = {&L.wk, {k_.data(), kd}};
+  qkv_[2] = {&L.wv, {v_.data(), vd}};
+  cpu::matmul_same_input(qkv_, {h_.data(), n, d}, pool_, scratch_);
   add_bias(q_.data(), n, qd, L.bq);
   add_bias(k_.data(), n, kd, L.bk);
   add_bias(v_.data(), n, vd, L.bv);

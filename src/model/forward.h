@@ -59,6 +59,7 @@ class Forward {
   std::vector<float> scores_;
   std::vector<const float*> kv_blocks_;
   cpu::MatmulScratch scratch_;
+  std::vector<cpu::MatmulTarget> qkv_ = std::vector<cpu::MatmulTarget>(3);
   MoeLayer moe_;
   GroupedFfn ffn_;  // dense layers and shared experts: a single job
   std::vector<FfnJob> ffn_job_;

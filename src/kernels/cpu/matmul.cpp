@@ -62,4 +62,26 @@ void matmul(const WeightMatrix& w, Rows x, OutRows y, ThreadPool& pool, MatmulSc
   });
 }
 
+void matmul_same_input(const std::vector<MatmulTarget>& targets, Rows x, ThreadPool& pool, MatmulScratch& scratch) {
+  if (x.n == 0 || targets.empty()) return;
+  const WeightMatrix& first = *targets[0].w;
+  for (const MatmulTarget& t : targets) {
+    if (t.w->dtype != first.dtype || t.w->packed != first.packed || t.w->cols != first.cols) {
+      for (const MatmulTarget& u : targets) matmul(*u.w, x, u.y, pool, scratch);  // mixed layouts
+      return;
+    }
+  }
+  PreparedInput& in = scratch.input();
+  in.prepare(first, x);
+  std::vector<MatmulTile>& tiles = scratch.tiles();
+  tiles.clear();
+  for (const MatmulTarget& t : targets) {
+    const int64_t step = row_tile(*t.w);
+    for (int64_t r = 0; r < t.w->rows; r += step) tiles.push_back({t.w, t.y, r, std::min(t.w->rows, r + step)});
+  }
+  pool.parallel_for(static_cast<int64_t>(tiles.size()), [&](int64_t i, int) {
+    matmul_rows(*tiles[i].w, in, tiles[i].y, tiles[i].r0, tiles[i].r1);
+  });
+}
+
 }  // namespace sy::cpu

@@ -49,14 +49,31 @@ void matmul_rows(const WeightMatrix& w, const PreparedInput& in, OutRows y, int6
 // Row tile size used to split a matrix into tasks (~128 KiB of weights, multiple of 16).
 int64_t row_tile(const WeightMatrix& w);
 
+// Rows [r0, r1) of one matrix: a task of a multi-matrix job.
+struct MatmulTile {
+  const WeightMatrix* w;
+  OutRows y;
+  int64_t r0, r1;
+};
+
 class MatmulScratch {
  public:
   PreparedInput& input() { return input_; }
+  std::vector<MatmulTile>& tiles() { return tiles_; }
 
  private:
   PreparedInput input_;
+  std::vector<MatmulTile> tiles_;  // reused, so steady-state calls do not allocate
 };
 
 void matmul(const WeightMatrix& w, Rows x, OutRows y, ThreadPool& pool, MatmulScratch& scratch);
+
+// Several matrices applied to the same input (an attention block's Q, K and V): the
+// input is prepared once when their layouts agree, and all row tiles run as one job.
+struct MatmulTarget {
+  const WeightMatrix* w;
+  OutRows y;
+};
+void matmul_same_input(const std::vector<MatmulTarget>& targets, Rows x, ThreadPool& pool, MatmulScratch& scratch);
 
 }  // namespace sy::cpu
