@@ -8,15 +8,6 @@
 #include "cli/common.h"
 
 namespace sy::cli {
-namespace {
-
-bool is_routed_expert_tensor(const std::string& name) {
-  return name.find("_exps.") != std::string::npos ||
-         (name.find(".ffn_") != std::string::npos && name.find("shexp") == std::string::npos &&
-          std::count(name.begin(), name.end(), '.') == 4);  // blk.N.ffn_gate.E.weight
-}
-
-}  // namespace
 
 void add_info(CLI::App& app) {
   struct Args {

@@ -26,7 +26,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelOptions& 
 size_t Model::all_expert_bytes() const {
   size_t n = 0;
   for (const auto& t : file_->tensors()) {
-    if (t.name.find("_exps.") != std::string::npos) n += t.n_bytes;
+    if (is_routed_expert_tensor(t.name)) n += t.n_bytes;
   }
   return n;
 }

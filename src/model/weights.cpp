@@ -1,5 +1,7 @@
 #include "model/weights.h"
 
+#include <algorithm>
+
 #include "base/error.h"
 #include "formats/gguf_reader.h"
 #include "kernels/cpu/quantize.h"
@@ -49,6 +51,12 @@ WeightMatrix bind_matrix3(const GgufFile& f, const std::string& name, int64_t co
   const GgufTensorInfo& t = f.tensor(name);
   expect_shape(f, t, {cols, rows, n});
   return WeightMatrix{t.dtype, rows * n, cols, t.data, name};
+}
+
+bool is_routed_expert_tensor(const std::string& name) {
+  if (name.find("_exps.") != std::string::npos) return true;
+  return name.find(".ffn_") != std::string::npos && name.find("shexp") == std::string::npos &&
+         std::count(name.begin(), name.end(), '.') == 4;  // blk.N.ffn_gate.E.weight
 }
 
 std::vector<float> load_vector(const GgufFile& f, const std::string& name, int64_t n) {

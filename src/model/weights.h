@@ -40,6 +40,10 @@ struct ModelWeights {
 WeightMatrix bind_matrix(const GgufFile& f, const std::string& name, int64_t cols, int64_t rows);
 // A 3-D tensor [cols, rows, n] (one matrix per expert) as one matrix of rows * n rows.
 WeightMatrix bind_matrix3(const GgufFile& f, const std::string& name, int64_t cols, int64_t rows, int64_t n);
+// True for routed-expert weights: `blk.N.ffn_*_exps.weight` or the older per-expert
+// `blk.N.ffn_{gate,up,down}.E.weight` (shared experts are not routed).
+bool is_routed_expert_tensor(const std::string& name);
+
 std::vector<float> load_vector(const GgufFile& f, const std::string& name, int64_t n);
 
 }  // namespace sy
