@@ -186,8 +186,12 @@ void Server::routes() {
     send_json(res, 500, error_json(msg, "server_error", "", ""));
   });
 
-  s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+  // Counted before the response is written (the logger runs after the client already has it,
+  // so a client reading /metrics right after a reply could miss its own request).
+  s.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     http_metrics_.record(route_of(req.path), res.status);
+  });
+  s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     if (cfg_.log_requests)
       std::fprintf(stderr, "serve: %s %s %d\n", req.method.c_str(), req.path.c_str(), res.status);
   });

@@ -270,6 +270,7 @@ TEST_F(ServerHttp, ModelsHealthAndMetrics) {
   EXPECT_EQ(j["data"][0]["meta"]["n_ctx"], 128);
   EXPECT_EQ(http_get(ep(), "/v1/models/tiny").status, 200);
   EXPECT_EQ(http_get(ep(), "/v1/models/other").status, 404);
+  EXPECT_EQ(http_get(ep(), "/no/such/route").status, 404);
   r = http_get(ep(), "/health");
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(json::parse(r.body)["status"], "ok");
@@ -283,7 +284,9 @@ TEST_F(ServerHttp, ModelsHealthAndMetrics) {
         "switchyard_time_to_first_token_seconds_bucket{le=\"+Inf\"}",
         "switchyard_time_per_output_token_seconds_count",
         "switchyard_moe_expert_activations_total{layer=\"3\"}",
-        "switchyard_http_requests_total{route=\"/v1/completions\",code=\"200\"}"}) {
+        "switchyard_http_requests_total{route=\"/v1/completions\",code=\"200\"}",
+        "switchyard_http_requests_total{route=\"/v1/models/{id}\",code=\"404\"}",
+        "switchyard_http_requests_total{route=\"other\",code=\"404\"}"}) {
     EXPECT_NE(r.body.find(std::string("\n") + name), std::string::npos) << name;
   }
   EXPECT_GE(srv_->metric("switchyard_generation_tokens_total"), 3);
