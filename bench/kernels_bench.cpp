@@ -118,18 +118,46 @@ void BM_Attention(benchmark::State& state) {
   const int64_t ctx = state.range(0);
   const AttentionShape s{16, 16, 128, 128, 0.088f};
   const int64_t dim = 16 * 128;
-  std::vector<float> k(ctx * dim, 0.01f), v(ctx * dim, 0.02f), q(dim, 0.3f), out(dim), scores;
+  std::vector<float> k(ctx * dim, 0.01f), v(ctx * dim, 0.02f), q(dim, 0.3f), out(dim);
+  AttentionScratch scratch;
   const float* kb[] = {k.data()};
   const float* vb[] = {v.data()};
   const KvView kv{kb, vb, ctx, dim, dim};
   const int32_t pos = static_cast<int32_t>(ctx - 1);
   ThreadPool pool(2);
   for (auto _ : state) {
-    attention(q.data(), dim, 1, &pos, kv, s, out.data(), dim, pool, scores);
+    attention(q.data(), dim, &pos, {{0, 1, kv}}, s, out.data(), dim, pool, scratch);
     benchmark::DoNotOptimize(out.data());
   }
 }
 BENCHMARK(BM_Attention)->Arg(128)->Arg(1024);
+
+// Batched decode: one query row for each of 16 sequences, every sequence with its own
+// cached K/V (64 MiB in all at ctx 256: read from memory, as in a served batch).
+void BM_AttentionDecodeBatch(benchmark::State& state) {
+  const int64_t ctx = state.range(0), n_seq = 16, dim = 16 * 128;
+  const AttentionShape s{16, 16, 128, 128, 0.088f};
+  std::vector<std::vector<float>> k(n_seq), v(n_seq);
+  std::vector<const float*> kb(n_seq), vb(n_seq);
+  std::vector<AttentionRun> runs;
+  for (int64_t i = 0; i < n_seq; ++i) {
+    k[i].assign(ctx * dim, 0.01f);
+    v[i].assign(ctx * dim, 0.02f);
+    kb[i] = k[i].data();
+    vb[i] = v[i].data();
+  }
+  for (int64_t i = 0; i < n_seq; ++i) runs.push_back({i, 1, KvView{&kb[i], &vb[i], ctx, dim, dim}});
+  std::vector<float> q(n_seq * dim, 0.3f), out(n_seq * dim);
+  std::vector<int32_t> pos(n_seq, static_cast<int32_t>(ctx - 1));
+  AttentionScratch scratch;
+  ThreadPool pool(2);
+  for (auto _ : state) {
+    attention(q.data(), dim, pos.data(), runs, s, out.data(), dim, pool, scratch);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(state.iterations() * n_seq * ctx * dim * 2 * static_cast<int64_t>(sizeof(float)));
+}
+BENCHMARK(BM_AttentionDecodeBatch)->Arg(256)->UseRealTime();
 
 }  // namespace
 }  // namespace sy::cpu

@@ -76,16 +76,21 @@ void Forward::attention_block(int il, const Batch& b, KvCache& cache) {
     std::memcpy(cache.v_row(il, b.seq[t], b.positions[t]), &v_[t * vd], vd * sizeof(float));
   }
 
-  // Attention per run of consecutive tokens of one sequence.
+  // One attention job over every run of consecutive tokens of one sequence.
   const cpu::AttentionShape shape{hp_.n_head, hp_.n_head_kv, hp_.head_dim_k, hp_.head_dim_v,
                                   1.0f / std::sqrt(static_cast<float>(hp_.head_dim_k))};
+  const double core0 = now_seconds();
+  attn_runs_.clear();
   for (int64_t t0 = 0; t0 < n;) {
     int64_t t1 = t0 + 1;
     while (t1 < n && b.seq[t1] == b.seq[t0]) ++t1;
-    cpu::attention(&q_[t0 * qd], qd, t1 - t0, &b.positions[t0], cache.view(il, b.seq[t0], kv_blocks_), shape,
-                   &attn_[t0 * od], od, pool_, scores_);
+    attn_runs_.push_back({t0, t1 - t0, {}});
     t0 = t1;
   }
+  if (kv_blocks_.size() < attn_runs_.size()) kv_blocks_.resize(attn_runs_.size());
+  for (size_t r = 0; r < attn_runs_.size(); ++r) attn_runs_[r].kv = cache.view(il, b.seq[attn_runs_[r].t0], kv_blocks_[r]);
+  cpu::attention(q_.data(), qd, b.positions.data(), attn_runs_, shape, attn_.data(), od, pool_, attn_scratch_);
+  profile_.attention_core += now_seconds() - core0;
 
   cpu::matmul(L.wo, {attn_.data(), n, od}, {proj_.data(), d}, pool_, scratch_);
   add_bias(proj_.data(), n, d, L.bo);

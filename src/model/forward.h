@@ -17,6 +17,7 @@ namespace sy {
 // Wall time of each part of the forward steps so far (for `bench`: where time goes).
 struct StepProfile {
   double attention = 0;  // norms, Q/K/V/O projections, RoPE, attention
+  double attention_core = 0;  // of which softmax(QK^T)V over the KV cache
   double moe = 0;        // routers, dispatch and routed experts
   double ffn = 0;        // dense FFNs and shared experts
   double output = 0;     // final norm and output head
@@ -56,8 +57,9 @@ class Forward {
   bool prefetch_;  // predictive prefetch of the next layer's experts
 
   std::vector<float> x_, h_, q_, k_, v_, attn_, proj_, ffn_out_, shared_out_, shared_gate_;
-  std::vector<float> scores_;
-  std::vector<const float*> kv_blocks_;
+  std::vector<cpu::AttentionRun> attn_runs_;
+  std::vector<std::vector<const float*>> kv_blocks_;  // per run: its block table as pointers
+  cpu::AttentionScratch attn_scratch_;
   cpu::MatmulScratch scratch_;
   std::vector<cpu::MatmulTarget> qkv_ = std::vector<cpu::MatmulTarget>(3);
   MoeLayer moe_;

@@ -34,6 +34,22 @@ std::vector<int32_t> random_tokens(int64_t n, int64_t n_vocab, uint32_t seed) {
   return t;
 }
 
+using nlohmann::json;
+
+// Where a step's time went, in milliseconds per step.
+json split_json(const StepProfile& p) {
+  const double k = 1e3 / std::max<int64_t>(1, p.steps);
+  return {{"attention", k * p.attention}, {"attention_core", k * p.attention_core}, {"moe", k * p.moe},
+          {"dense_ffn_and_shared", k * p.ffn}, {"output", k * p.output}};
+}
+
+std::string split_text(const StepProfile& p) {
+  const json j = split_json(p);
+  auto ms = [&](const char* key) { return std::to_string(j[key].get<double>()) + " ms"; };
+  return "attention " + ms("attention") + " (softmax(QK)V " + ms("attention_core") + "), MoE " + ms("moe") +
+         ", dense FFN " + ms("dense_ffn_and_shared") + ", output " + ms("output");
+}
+
 // Multiply-adds per token of one forward pass, excluding attention over the cache.
 double flops_per_token(const Model& m) {
   const HParams& h = m.hparams();
@@ -101,7 +117,6 @@ double measure_direct_read_bandwidth(const std::string& path, size_t bytes, int 
 
 nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
                              const std::function<void(const std::string&)>& log) {
-  using nlohmann::json;
   const HParams& h = model.hparams();
   ThreadPool pool(opt.threads > 0 ? opt.threads : ThreadPool::default_threads());
   json out;
@@ -144,12 +159,14 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
     std::vector<float> logits;
     f.run(b, cache, logits);  // warm-up: page faults, buffers
     cache.release(0);
+    f.reset_profile();
     const auto t0 = Clock::now();
     f.run(b, cache, logits);
     const double s = seconds_since(t0);
     out["prefill"] = {{"tokens", opt.prompt}, {"seconds", s}, {"tokens_per_s", opt.prompt / s},
-                      {"gflops", flops_tok * opt.prompt / s / 1e9}};
-    log("  prefill: " + std::to_string(opt.prompt / s) + " tokens/s, " + std::to_string(flops_tok * opt.prompt / s / 1e9) + " GFLOP/s");
+                      {"gflops", flops_tok * opt.prompt / s / 1e9}, {"time_split_ms", split_json(f.profile())}};
+    log("  prefill: " + std::to_string(opt.prompt / s) + " tokens/s, " + std::to_string(flops_tok * opt.prompt / s / 1e9) +
+        " GFLOP/s; " + split_text(f.profile()));
   }
 
   for (int B : opt.batches) {
@@ -189,9 +206,7 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
                 {"steps_per_s", opt.gen / s}, {"bytes_per_step", bytes_per_step},
                 {"active_experts_per_moe_layer", h.is_moe() ? active / opt.gen / moe_layers : 0.0},
                 {"achieved_gbps", gbps}, {"percent_of_bandwidth", 100.0 * gbps / bw}};
-    const StepProfile& p = f.profile();
-    row["time_split_ms_per_step"] = {{"attention", 1e3 * p.attention / p.steps}, {"moe", 1e3 * p.moe / p.steps},
-                                     {"dense_ffn_and_shared", 1e3 * p.ffn / p.steps}, {"output", 1e3 * p.output / p.steps}};
+    row["time_split_ms_per_step"] = split_json(f.profile());
     if (tiered) {
       const ExpertStoreStats& a = tiered->stats();
       // Hits that a prefetch brought in count as prefetched, not as cache hits.
@@ -214,9 +229,7 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
     out["decode"].push_back(row);
     log("  batch " + std::to_string(B) + ": " + std::to_string(B * opt.gen / s) + " tokens/s, " +
         std::to_string(bytes_per_step / 1e9) + " GB touched per step, " + std::to_string(gbps) + " GB/s (" +
-        std::to_string(100.0 * gbps / bw) + "% of measured bandwidth); per step: attention " +
-        std::to_string(1e3 * p.attention / p.steps) + " ms, MoE " + std::to_string(1e3 * p.moe / p.steps) + " ms, output " +
-        std::to_string(1e3 * p.output / p.steps) + " ms");
+        std::to_string(100.0 * gbps / bw) + "% of measured bandwidth); per step: " + split_text(f.profile()));
   }
 
   if (!opt.skip_moe && h.is_moe()) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/huge_pages.h"
 #include "kernels/cpu/attention.h"
 
 namespace sy {
@@ -36,21 +37,24 @@ class KvCache {
   // Keeps positions [0, n_positions) and frees the blocks past them.
   void truncate(int seq, int64_t n_positions);
 
-  float* k_row(int layer, int seq, int64_t pos) { return row(k_, k_dim_, layer, seq, pos); }
-  float* v_row(int layer, int seq, int64_t pos) { return row(v_, v_dim_, layer, seq, pos); }
+  float* k_row(int layer, int seq, int64_t pos) { return row(k(), k_dim_, layer, seq, pos); }
+  float* v_row(int layer, int seq, int64_t pos) { return row(v(), v_dim_, layer, seq, pos); }
   // Attention view of one layer of one sequence; `blocks` is caller scratch.
   cpu::KvView view(int layer, int seq, std::vector<const float*>& blocks) const;
-  size_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
+  size_t bytes() const { return k_bytes_ + v_bytes_; }
 
  private:
-  float* row(std::vector<float>& store, int64_t dim, int layer, int seq, int64_t pos);
+  float* k() const { return reinterpret_cast<float*>(k_.data()); }
+  float* v() const { return reinterpret_cast<float*>(v_.data()); }
+  float* row(float* store, int64_t dim, int layer, int seq, int64_t pos);
   size_t block_base(int32_t block, int layer, int64_t dim) const {
     return (static_cast<size_t>(block) * n_layer_ + layer) * block_size_ * dim;
   }
 
   int n_layer_;
   int64_t k_dim_, v_dim_, n_blocks_, block_size_, max_positions_;
-  std::vector<float> k_, v_;
+  size_t k_bytes_, v_bytes_;
+  HugePageMemory k_, v_;  // streamed by attention: huge pages keep the prefetcher going
   std::vector<std::vector<int32_t>> tables_;  // per sequence: block ids in position order
   std::vector<int32_t> free_;
 };

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <random>
 
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
@@ -63,6 +64,82 @@ TEST(Kernels, DispatchedDotMatchesScalar) {
   for (int64_t n : {1, 7, 33, 101}) {
     const auto w = random_vec(n, 4), x = random_vec(n, 5);
     EXPECT_NEAR(fast.f32(w.data(), x.data(), n), ref.f32(w.data(), x.data(), n), 1e-4 * n);
+  }
+}
+
+TEST(Kernels, RowKernelsMatchScalar) {
+  const DotKernels& fast = dot_kernels();
+  const DotKernels& ref = dot_kernels_scalar();
+  for (int64_t n : {8, 72, 128, 200}) {
+    const int64_t n_rows = 13, ld = 3 * n + 5, offset = n + 3;
+    const auto store = random_vec(n_rows * ld, 6), x = random_vec(n, 7), w = random_vec(n_rows, 8);
+    std::vector<const float*> rows;
+    for (int64_t r = 0; r < n_rows; ++r) rows.push_back(store.data() + r * ld);
+    std::vector<float> a(n_rows), b(n_rows);
+    fast.dot_rows(x.data(), rows.data(), n_rows, offset, n, 0.5f, a.data());
+    ref.dot_rows(x.data(), rows.data(), n_rows, offset, n, 0.5f, b.data());
+    for (int64_t r = 0; r < n_rows; ++r) EXPECT_NEAR(a[r], b[r], 1e-4 * n) << n;
+    std::vector<float> o1(n, 1.0f), o2(n, 1.0f);  // accumulates into what is there
+    fast.weighted_rows(w.data(), rows.data(), n_rows, offset, n, o1.data());
+    ref.weighted_rows(w.data(), rows.data(), n_rows, offset, n, o2.data());
+    for (int64_t i = 0; i < n; ++i) {
+      float want = 1.0f;
+      for (int64_t r = 0; r < n_rows; ++r) want += w[r] * rows[r][offset + i];
+      EXPECT_NEAR(o1[i], want, 1e-4) << n;
+      EXPECT_NEAR(o2[i], want, 1e-4) << n;
+    }
+  }
+}
+
+// Ragged batch of three sequences (grouped KV heads, paged cache, several rows per
+// sequence, one sequence decoding alone) against attention written out naively.
+TEST(Kernels, AttentionMatchesNaive) {
+  const AttentionShape s{6, 2, 16, 8, 0.25f};
+  const int64_t kd = s.n_head_kv * s.head_dim_k, vd = s.n_head_kv * s.head_dim_v, od = s.n_head * s.head_dim_v;
+  const int64_t qd = s.n_head * s.head_dim_k, block = 4;
+  const std::vector<int64_t> ctx = {11, 3, 30};       // cached positions per sequence
+  const std::vector<int64_t> n_rows = {3, 1, 12};     // query rows: the last positions
+  std::vector<std::vector<float>> kstore, vstore;
+  std::vector<std::vector<const float*>> kb(3), vb(3);
+  std::vector<AttentionRun> runs;
+  std::vector<int32_t> pos;
+  int64_t t0 = 0;
+  for (int i = 0; i < 3; ++i) {
+    kstore.push_back(random_vec(ctx[i] * kd + block * kd, 10 + i));
+    vstore.push_back(random_vec(ctx[i] * vd + block * vd, 20 + i));
+    for (int64_t b = 0; b * block < ctx[i]; ++b) {
+      kb[i].push_back(kstore[i].data() + b * block * kd);
+      vb[i].push_back(vstore[i].data() + b * block * vd);
+    }
+    runs.push_back({t0, n_rows[i], KvView{kb[i].data(), vb[i].data(), block, kd, vd}});
+    for (int64_t r = 0; r < n_rows[i]; ++r) pos.push_back(static_cast<int32_t>(ctx[i] - n_rows[i] + r));
+    t0 += n_rows[i];
+  }
+  const auto q = random_vec(t0 * qd, 30);
+  std::vector<float> out(t0 * od, -7.0f);
+  ThreadPool pool(2);
+  AttentionScratch scratch;
+  attention(q.data(), qd, pos.data(), runs, s, out.data(), od, pool, scratch);
+  for (int i = 0, t = 0; i < 3; ++i) {
+    for (int64_t r = 0; r < n_rows[i]; ++r, ++t) {
+      for (int h = 0; h < s.n_head; ++h) {
+        const int g = h / (s.n_head / s.n_head_kv);
+        std::vector<double> w(pos[t] + 1);
+        double max = -1e300, sum = 0;
+        for (int64_t p = 0; p <= pos[t]; ++p) {
+          double d = 0;
+          for (int j = 0; j < s.head_dim_k; ++j) d += q[t * qd + h * s.head_dim_k + j] * kstore[i][p * kd + g * s.head_dim_k + j];
+          w[p] = d * s.scale;
+          max = std::max(max, w[p]);
+        }
+        for (auto& x : w) sum += (x = std::exp(x - max));
+        for (int j = 0; j < s.head_dim_v; ++j) {
+          double o = 0;
+          for (int64_t p = 0; p <= pos[t]; ++p) o += w[p] / sum * vstore[i][p * vd + g * s.head_dim_v + j];
+          EXPECT_NEAR(out[t * od + h * s.head_dim_v + j], o, 1e-5) << "seq " << i << " row " << r << " head " << h;
+        }
+      }
+    }
   }
 }
 

@@ -1,4 +1,5 @@
-// Causal multi-head attention with grouped KV heads over one sequence's cached K/V.
+// Causal multi-head attention with grouped KV heads over cached K/V, for every sequence
+// of a ragged batch in one parallel job.
 #pragma once
 
 #include <cstdint>
@@ -29,11 +30,44 @@ struct KvView {
   const float* v(int64_t p) const { return v_blocks[p / block_size] + (p % block_size) * v_ld; }
 };
 
-// For each of n_tokens query rows (q row t at position positions[t]) attends to cached
-// positions 0..positions[t] and writes n_head * head_dim_v values to out row t.
-// `scores` is scratch; it grows to n_threads * (max position + 1).
-void attention(const float* q, int64_t q_ld, int64_t n_tokens, const int32_t* positions,
-               const KvView& kv, const AttentionShape& s, float* out, int64_t out_ld,
-               ThreadPool& pool, std::vector<float>& scores);
+// Batch rows [t0, t0 + n) belong to one sequence whose cache is `kv`.
+struct AttentionRun {
+  int64_t t0 = 0;
+  int64_t n = 0;
+  KvView kv{};
+};
+
+// Per-thread score buffers and the task list, reused from call to call.
+class AttentionScratch {
+ public:
+  struct Task {
+    int32_t run;
+    int32_t kv_head0, kv_head1;  // KV heads [kv_head0, kv_head1) and their query heads
+    int64_t t0, t1;              // batch rows
+  };
+  std::vector<Task>& tasks() { return tasks_; }
+  void reserve_threads(int n) {
+    if (scores_.size() < static_cast<size_t>(n)) {
+      scores_.resize(n);
+      rows_.resize(n);
+    }
+  }
+  // Thread `thread`'s buffers of at least n scores / n cache row pointers.
+  float* scores(int thread, size_t n);
+  const float** rows(int thread, size_t n);
+
+ private:
+  std::vector<Task> tasks_;
+  std::vector<std::vector<float>> scores_;
+  std::vector<std::vector<const float*>> rows_;
+};
+
+// Query row t (q + t * q_ld, at position positions[t]) attends to its sequence's cached
+// positions 0..positions[t] and writes n_head * head_dim_v values to out + t * out_ld.
+// Each task takes a few consecutive rows of one sequence and a range of KV heads and walks
+// the cache once in position order, so every cached row is read as one contiguous stream
+// and serves all of the task's queries.
+void attention(const float* q, int64_t q_ld, const int32_t* positions, const std::vector<AttentionRun>& runs,
+               const AttentionShape& s, float* out, int64_t out_ld, ThreadPool& pool, AttentionScratch& scratch);
 
 }  // namespace sy::cpu

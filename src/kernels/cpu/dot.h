@@ -17,6 +17,14 @@ struct DotKernels {
   float (*q8_0)(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n);
   float (*q4_0)(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n);
   void (*axpy)(float a, const float* x, float* y, int64_t n);  // y += a * x
+  // out[r] = scale * dot(x, rows[r] + offset) for r < n_rows, each over n values
+  // (attention scores against cached keys; same sums as f32).
+  void (*dot_rows)(const float* x, const float* const* rows, int64_t n_rows, int64_t offset, int64_t n,
+                   float scale, float* out);
+  // out[i] += w[r] * (rows[r] + offset)[i] for r in order, i < n (attention's weighted
+  // values, accumulated in registers; the same sums as axpy row by row).
+  void (*weighted_rows)(const float* w, const float* const* rows, int64_t n_rows, int64_t offset, int64_t n,
+                        float* out);
 };
 
 // Best kernels for this CPU, chosen once; SY_ISA=scalar in the environment forces the

@@ -111,6 +111,31 @@ SY_AVX2 void axpy(float a, const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
+SY_AVX2 void dot_rows(const float* x, const float* const* rows, int64_t n_rows, int64_t offset, int64_t n,
+                      float scale, float* out) {
+  for (int64_t r = 0; r < n_rows; ++r) out[r] = dot_f32(x, rows[r] + offset, n) * scale;
+}
+
+SY_AVX2 void weighted_rows(const float* w, const float* const* rows, int64_t n_rows, int64_t offset, int64_t n,
+                           float* out) {
+  // 64 outputs at a time stay in 8 registers across all rows.
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    __m256 acc[8];
+    for (int j = 0; j < 8; ++j) acc[j] = _mm256_loadu_ps(out + i + 8 * j);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const __m256 wr = _mm256_set1_ps(w[r]);
+      const float* v = rows[r] + offset + i;
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(wr, _mm256_loadu_ps(v + 8 * j), acc[j]);
+    }
+    for (int j = 0; j < 8; ++j) _mm256_storeu_ps(out + i + 8 * j, acc[j]);
+  }
+  if (i < n) {
+    for (int64_t r = 0; r < n_rows; ++r) axpy(w[r], rows[r] + offset + i, out + i, n - i);
+  }
+}
+
 }  // namespace
 
 const DotKernels* dot_kernels_avx2() {
@@ -118,7 +143,7 @@ const DotKernels* dot_kernels_avx2() {
       !__builtin_cpu_supports("f16c")) {
     return nullptr;
   }
-  static const DotKernels k{"avx2", dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0, axpy};
+  static const DotKernels k{"avx2", dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0, axpy, dot_rows, weighted_rows};
   return &k;
 }
 

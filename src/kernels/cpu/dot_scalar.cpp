@@ -49,10 +49,19 @@ void axpy(float a, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+void dot_rows(const float* x, const float* const* rows, int64_t n_rows, int64_t offset, int64_t n, float scale,
+              float* out) {
+  for (int64_t r = 0; r < n_rows; ++r) out[r] = dot_f32(x, rows[r] + offset, n) * scale;
+}
+
+void weighted_rows(const float* w, const float* const* rows, int64_t n_rows, int64_t offset, int64_t n, float* out) {
+  for (int64_t r = 0; r < n_rows; ++r) axpy(w[r], rows[r] + offset, out, n);
+}
+
 }  // namespace
 
 const DotKernels& dot_kernels_scalar() {
-  static const DotKernels k{"scalar", dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0, axpy};
+  static const DotKernels k{"scalar", dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0, axpy, dot_rows, weighted_rows};
   return k;
 }
 

@@ -1,0 +1,30 @@
+// Zero-filled anonymous memory, 2 MiB aligned and advised to be backed by transparent huge
+// pages. Large buffers that are streamed (weights, the KV cache) need them: with 4 KiB pages
+// every page costs a TLB walk and the hardware prefetcher stops at every page boundary.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace sy {
+
+class HugePageMemory {
+ public:
+  HugePageMemory() = default;
+  // Throws std::bad_alloc when the memory cannot be mapped. Untouched pages cost nothing.
+  explicit HugePageMemory(size_t bytes);
+  ~HugePageMemory();
+  HugePageMemory(HugePageMemory&& o) noexcept : data_(o.data_), size_(o.size_) { o.data_ = nullptr, o.size_ = 0; }
+  HugePageMemory& operator=(HugePageMemory&& o) noexcept;
+  HugePageMemory(const HugePageMemory&) = delete;
+  HugePageMemory& operator=(const HugePageMemory&) = delete;
+
+  uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;  // rounded up to whole huge pages
+};
+
+}  // namespace sy
