@@ -11,42 +11,30 @@
 namespace sy::cpu {
 namespace {
 
-// Lane of each block within a group (inverse of kLaneBlock).
-constexpr int kBlockLane[kGroupBlocks] = {0, 4, 1, 5, 2, 6, 3, 7};
-
 void pack_group_q4_0(const BlockQ4_0* b, uint8_t* g) {
   auto* scales = reinterpret_cast<uint16_t*>(g);
-  for (int i = 0; i < kGroupBlocks; ++i) scales[kBlockLane[i]] = b[i].d;
+  for (int i = 0; i < kGroupBlocks; ++i) scales[i] = b[i].d;
   uint8_t* q = g + 16;
-  for (int p = 0; p < 4; ++p) {
-    std::memcpy(q + p * 32, b[2 * p].q, 16);
-    std::memcpy(q + p * 32 + 16, b[2 * p + 1].q, 16);
-  }
+  for (int m = 0; m < 4; ++m)
+    for (int i = 0; i < kGroupBlocks; ++i) std::memcpy(q + 32 * m + 4 * i, b[i].q + 4 * m, 4);
 }
 
 void pack_group_q8_0(const BlockQ8_0* b, uint8_t* g) {
   auto* scales = reinterpret_cast<uint16_t*>(g);
-  for (int i = 0; i < kGroupBlocks; ++i) scales[kBlockLane[i]] = b[i].d;
+  for (int i = 0; i < kGroupBlocks; ++i) scales[i] = b[i].d;
   uint8_t* q = g + 16;
-  for (int p = 0; p < 4; ++p) {
-    uint8_t* o = q + p * 64;
-    for (int j = 0; j < 16; ++j) {
-      o[j] = static_cast<uint8_t>(b[2 * p].q[j]) ^ 0x80;
-      o[16 + j] = static_cast<uint8_t>(b[2 * p + 1].q[j]) ^ 0x80;
-      o[32 + j] = static_cast<uint8_t>(b[2 * p].q[16 + j]) ^ 0x80;
-      o[48 + j] = static_cast<uint8_t>(b[2 * p + 1].q[16 + j]) ^ 0x80;
-    }
-  }
+  for (int m = 0; m < 8; ++m)
+    for (int i = 0; i < kGroupBlocks; ++i)
+      for (int k = 0; k < 4; ++k) q[32 * m + 4 * i + k] = static_cast<uint8_t>(b[i].q[4 * m + k]) ^ 0x80;
 }
 
 // Value j (0..31) of block i in a packed group, as the integer quant (signed).
 int quant_q4_0(const uint8_t* g, int i, int j) {
-  const uint8_t* q = g + 16 + (i / 2) * 32 + (i % 2) * 16;
-  return (j < 16 ? (q[j] & 0x0f) : (q[j - 16] >> 4)) - 8;
+  const uint8_t q = g[16 + 32 * ((j % 16) / 4) + 4 * i + j % 4];
+  return (j < 16 ? (q & 0x0f) : (q >> 4)) - 8;
 }
 int quant_q8_0(const uint8_t* g, int i, int j) {
-  const uint8_t* q = g + 16 + (i / 2) * 64 + (i % 2) * 16 + (j < 16 ? j : 32 + j - 16);
-  return static_cast<int>(*q) - 128;  // undo the bias
+  return static_cast<int>(g[16 + 32 * (j / 4) + 4 * i + j % 4]) - 128;  // undo the bias
 }
 
 template <DType T>
@@ -62,16 +50,14 @@ void scalar_kernel(const uint8_t* w, size_t row_bytes, int64_t cols, int64_t r0,
       for (int64_t g = 0; g < groups; ++g) {
         const uint8_t* grp = row + g * packed_group_bytes(T);
         const auto* scales = reinterpret_cast<const uint16_t*>(grp);
-        const int8_t* xq = x.q(t) + g * kGroupValues;
-        for (int lane = 0; lane < kGroupBlocks; ++lane) {
-          const int i = kLaneBlock[lane];
-          const int8_t* xp = xq + (i / 2) * 64 + (i % 2) * 16;
+        const int8_t* xq = x.group(t, g);
+        for (int i = 0; i < kGroupBlocks; ++i) {
           int32_t s = 0;
           for (int j = 0; j < kQBlock; ++j) {
-            const int xv = xp[j < 16 ? j : 32 + j - 16];
+            const int xv = xq[64 * (j / 4) + 4 * i + j % 4];
             s += (T == DType::Q4_0 ? quant_q4_0(grp, i, j) : quant_q8_0(grp, i, j)) * xv;
           }
-          acc += f16_to_f32(scales[lane]) * x.d(t)[g * kGroupBlocks + lane] * static_cast<float>(s);
+          acc += f16_to_f32(scales[i]) * x.d(t)[g * kGroupBlocks + i] * static_cast<float>(s);
         }
       }
       if (tail > 0) {
@@ -110,7 +96,7 @@ void dequantize_packed_row(DType t, const void* src, float* dst, int64_t n_value
     const uint8_t* grp = in + g * gb;
     const auto* scales = reinterpret_cast<const uint16_t*>(grp);
     for (int i = 0; i < kGroupBlocks; ++i) {
-      const float d = f16_to_f32(scales[kBlockLane[i]]);
+      const float d = f16_to_f32(scales[i]);
       for (int j = 0; j < kQBlock; ++j) {
         const int q = t == DType::Q4_0 ? quant_q4_0(grp, i, j) : quant_q8_0(grp, i, j);
         dst[(g * kGroupBlocks + i) * kQBlock + j] = d * static_cast<float>(q);
@@ -126,7 +112,8 @@ void PackedActivations::quantize(const float* x, int64_t n, int64_t ld, int64_t 
   cols_ = cols;
   groups_ = packed_groups(cols);
   tail_blocks_ = cols / kQBlock - groups_ * kGroupBlocks;
-  if (q_.size() < static_cast<size_t>(n * groups_ * kGroupValues)) q_.resize(n * groups_ * kGroupValues);
+  q_stride_ = (groups_ + 1) / 2 * 2 * kGroupValues;
+  if (q_.size() < static_cast<size_t>(n * q_stride_)) q_.resize(n * q_stride_);
   if (d_.size() < static_cast<size_t>(n * groups_ * kGroupBlocks)) {
     d_.resize(n * groups_ * kGroupBlocks);
     s_.resize(n * groups_ * kGroupBlocks);
@@ -137,20 +124,16 @@ void PackedActivations::quantize(const float* x, int64_t n, int64_t ld, int64_t 
     const float* xr = x + t * ld;
     for (int64_t g = 0; g < groups_; ++g) {
       quantize_row_q8_0(xr + g * kGroupValues, blocks, kGroupValues);
-      int8_t* q = q_.data() + (t * groups_ + g) * kGroupValues;
+      int8_t* q = q_.data() + t * q_stride_ + group_offset(g);
       float* d = d_.data() + (t * groups_ + g) * kGroupBlocks;
       int32_t* s = s_.data() + (t * groups_ + g) * kGroupBlocks;
-      for (int p = 0; p < 4; ++p) {
-        std::memcpy(q + p * 64, blocks[2 * p].q, 16);
-        std::memcpy(q + p * 64 + 16, blocks[2 * p + 1].q, 16);
-        std::memcpy(q + p * 64 + 32, blocks[2 * p].q + 16, 16);
-        std::memcpy(q + p * 64 + 48, blocks[2 * p + 1].q + 16, 16);
-      }
+      for (int m = 0; m < 8; ++m)
+        for (int i = 0; i < kGroupBlocks; ++i) std::memcpy(q + 64 * m + 4 * i, blocks[i].q + 4 * m, 4);
       for (int i = 0; i < kGroupBlocks; ++i) {
         int32_t sum = 0;
         for (int j = 0; j < kQBlock; ++j) sum += blocks[i].q[j];
-        d[kBlockLane[i]] = f16_to_f32(blocks[i].d);  // the rounding llama.cpp's scales get
-        s[kBlockLane[i]] = sum;
+        d[i] = f16_to_f32(blocks[i].d);  // the rounding llama.cpp's scales get
+        s[i] = sum;
       }
     }
     if (tail_blocks_ > 0) quantize_row_q8_0(xr + groups_ * kGroupValues, tail_.data() + t * tail_blocks_, tail_blocks_ * kQBlock);

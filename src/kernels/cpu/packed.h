@@ -2,20 +2,24 @@
 //
 // GGUF stores a row as blocks of 32 values, each with its own f16 scale (Q4_0: 18 bytes,
 // Q8_0: 34 bytes). Packing regroups every 8 consecutive blocks (256 values) of a row so
-// that the group's 8 scales load as one vector and its quants feed VNNI u8 x s8 dot
-// products with no per-block shuffling. A packed row has exactly the bytes of the GGUF
-// row; blocks past the last full group keep the GGUF block format.
+// that one 32-bit lane of a vector belongs to one block all the way through: VNNI u8 x s8
+// dot products then accumulate each block's sum in its own lane with no horizontal adds,
+// and the group's 8 scales load as one vector in the same lane order. A packed row has
+// exactly the bytes of the GGUF row; blocks past the last full group keep the GGUF format.
 //
-// Group layout (blocks A = 2p, B = 2p + 1 form pair p = 0..3):
-//   16 bytes  8 f16 scales in lane order kLaneBlock
-//   Q4_0:     4 pairs x 32 bytes: A.q[0..15], B.q[0..15]  (low nibbles = values 0..15)
-//   Q8_0:     4 pairs x 64 bytes: A[0..15]^0x80, B[0..15]^0x80, A[16..31]^0x80, B[16..31]^0x80
-// Q8_0 quants are stored biased to unsigned (w + 128) so that sum((w+128) x) - 128 sum(x)
-// gives the signed dot product; Q4_0 nibbles are unsigned already (value = nibble - 8).
+// Group layout (block i = 0..7 is lane i):
+//   16 bytes  8 f16 scales
+//   Q4_0:     4 vectors of 32 bytes; vector m holds bytes 4m..4m+3 of every block's quants
+//             (lane i: block i), so its low nibbles are values 4m..4m+3 and its high
+//             nibbles values 16+4m..16+4m+3
+//   Q8_0:     8 vectors of 32 bytes; vector m holds values 4m..4m+3 of every block, stored
+//             biased to unsigned (w + 128) so that sum((w+128) x) - 128 sum(x) is the dot
+// Q4_0 nibbles are unsigned already (value = nibble - 8).
 //
-// Activations for packed weights (PackedActivations) use the matching order: per group
-// and pair, x[A 0..15], x[B 0..15], x[A 16..31], x[B 16..31], with per-block scales and
-// sums of quants in lane order.
+// Activations for packed weights (PackedActivations) are int8 in the matching order: per
+// group, 8 vectors of 32 bytes, vector m lane i = values 4m..4m+3 of block i, with the
+// vectors of groups 2p and 2p + 1 interleaved (64-byte stride); then per-block scales and
+// sums of quants in block order.
 #pragma once
 
 #include <cstdint>
@@ -27,8 +31,6 @@ namespace sy::cpu {
 
 constexpr int kGroupBlocks = 8;
 constexpr int64_t kGroupValues = kGroupBlocks * kQBlock;  // 256
-// Block index (within a group) of each result lane after the kernels' reduction.
-constexpr int kLaneBlock[kGroupBlocks] = {0, 2, 4, 6, 1, 3, 5, 7};
 
 inline bool packable(DType t) { return t == DType::Q4_0 || t == DType::Q8_0; }
 inline int64_t packed_groups(int64_t n_values) { return n_values / kGroupValues; }
@@ -47,13 +49,18 @@ class PackedActivations {
 
   int64_t rows() const { return n_; }
   int64_t groups() const { return groups_; }
-  const int8_t* q(int64_t t) const { return q_.data() + t * groups_ * kGroupValues; }
-  const float* d(int64_t t) const { return d_.data() + t * groups_ * kGroupBlocks; }  // lane order
+  // Group g of row t: 8 vectors of 32 bytes, 64 bytes apart (groups 2p and 2p + 1
+  // interleave, so that one 512-bit load takes vector m of both).
+  const int8_t* group(int64_t t, int64_t g) const { return q_.data() + t * q_stride_ + group_offset(g); }
+  const float* d(int64_t t) const { return d_.data() + t * groups_ * kGroupBlocks; }
   const int32_t* sum(int64_t t) const { return s_.data() + t * groups_ * kGroupBlocks; }
   const BlockQ8_0* tail(int64_t t) const { return tail_.data() + t * tail_blocks_; }
 
  private:
+  static int64_t group_offset(int64_t g) { return (g / 2) * 2 * kGroupValues + (g % 2) * 32; }
+
   int64_t n_ = 0, cols_ = 0, groups_ = 0, tail_blocks_ = 0;
+  int64_t q_stride_ = 0;  // bytes of quants per row: groups rounded up to pairs
   std::vector<int8_t> q_;
   std::vector<float> d_;
   std::vector<int32_t> s_;

@@ -1,11 +1,13 @@
-// Packed Q4_0 / Q8_0 kernels on AVX-512 VNNI (256-bit vectors, so they also run at full
-// rate on CPUs that split 512-bit operations). Each weight group is unpacked once into
-// registers and reused for up to 8 activation rows (register tiling across tokens).
+// Packed Q4_0 / Q8_0 kernels on AVX-512 VNNI. Each pair of weight groups is unpacked once
+// into registers and reused for up to 8 activation rows (register tiling across tokens).
 #include "kernels/cpu/packed.h"
 
 #include "kernels/cpu/dot.h"
 
 #if defined(__x86_64__)
+// GCC 12's AVX-512 headers seed intrinsics with deliberately undefined vectors, which
+// -Wmaybe-uninitialized reports at every use once inlined here.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #define SY_VNNI __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512vnni,fma,f16c")))
@@ -13,42 +15,84 @@
 namespace sy::cpu {
 namespace {
 
-// The 8 quant vectors of one group, as u8 ready for vpdpbusd: pair p uses w[2p] against
-// x[A 0..15 | B 0..15] and w[2p + 1] against x[A 16..31 | B 16..31].
+SY_VNNI __attribute__((always_inline)) inline __m256i load256(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+// The same 32 bytes of two consecutive groups, gb bytes apart, as one 512-bit vector.
+SY_VNNI __attribute__((always_inline)) inline __m512i load_pair256(const uint8_t* p, int64_t gb) {
+  return _mm512_inserti64x4(_mm512_zextsi256_si512(load256(p)), load256(p + gb), 1);
+}
+
+// The quant vectors of one group (ymm) or of two consecutive groups (zmm: low half the
+// first group, high half the second), as u8 ready for vpdpbusd: w[m] holds values
+// 4m..4m+3 of every block (lane i = block i), like activation vector m.
 template <DType T>
 SY_VNNI __attribute__((always_inline)) inline void load_group(const uint8_t* g, __m256i w[8]) {
   if constexpr (T == DType::Q4_0) {
     const __m256i low4 = _mm256_set1_epi8(0x0f);
 #pragma GCC unroll 4
-    for (int p = 0; p < 4; ++p) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 16 + 32 * p));
-      w[2 * p] = _mm256_and_si256(v, low4);
-      w[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+    for (int m = 0; m < 4; ++m) {
+      const __m256i v = load256(g + 16 + 32 * m);
+      w[m] = _mm256_and_si256(v, low4);
+      w[4 + m] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
     }
   } else {
 #pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) w[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 16 + 32 * i));
+    for (int m = 0; m < 8; ++m) w[m] = load256(g + 16 + 32 * m);
   }
 }
 
-// Sum of the 8 block dot products of one group with one activation group, scaled:
-// acc += (d_w * d_x) * (sum(u * x) - bias * sum(x)), lanes in kLaneBlock order.
 template <DType T>
-SY_VNNI __attribute__((always_inline)) inline __m256 group_dot(const __m256i w[8], __m256 dw, const int8_t* xq, const float* xd,
-                                const int32_t* xs, __m256 acc) {
-  __m256i a[4];
+SY_VNNI __attribute__((always_inline)) inline void load_pair(const uint8_t* g, int64_t gb, __m512i w[8]) {
+  if constexpr (T == DType::Q4_0) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
 #pragma GCC unroll 4
-  for (int p = 0; p < 4; ++p) {
-    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 64 * p));
-    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 64 * p + 32));
-    a[p] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), w[2 * p], x0);
-    a[p] = _mm256_dpbusd_epi32(a[p], w[2 * p + 1], x1);
+    for (int m = 0; m < 4; ++m) {
+      const __m512i v = load_pair256(g + 16 + 32 * m, gb);
+      w[m] = _mm512_and_si512(v, low4);
+      w[4 + m] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+    }
+  } else {
+#pragma GCC unroll 8
+    for (int m = 0; m < 8; ++m) w[m] = load_pair256(g + 16 + 32 * m, gb);
   }
-  __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]), _mm256_hadd_epi32(a[2], a[3]));
-  constexpr int kBiasShift = T == DType::Q4_0 ? 3 : 7;  // nibble offset 8, or the +128 bias
-  s = _mm256_sub_epi32(s, _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs)), kBiasShift));
-  const __m256 scale = _mm256_mul_ps(dw, _mm256_loadu_ps(xd));
-  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, acc);
+}
+
+constexpr int bias_shift(DType t) { return t == DType::Q4_0 ? 3 : 7; }  // nibble offset 8, or the +128 bias
+
+// The block dot products of one group (ymm) or group pair (zmm) with the matching
+// activations, scaled and added to acc lane by lane:
+//   acc[i] += (d_w[i] * d_x[i]) * (sum(u * x) - bias * sum(x))   for block i.
+// Activation vector m sits 64 bytes after vector m - 1 (PackedActivations' pair layout).
+// Two accumulation chains halve the dependent vpdpbusd latency.
+template <DType T>
+SY_VNNI __attribute__((always_inline)) inline __m256 group_dot(const __m256i w[8], __m256 dw, const int8_t* xq,
+                                                               const float* xd, const int32_t* xs, __m256 acc) {
+  auto x = reinterpret_cast<const uint8_t*>(xq);
+  __m256i a0 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), w[0], load256(x));
+  __m256i a1 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), w[1], load256(x + 64));
+#pragma GCC unroll 3
+  for (int m = 2; m < 8; m += 2) {
+    a0 = _mm256_dpbusd_epi32(a0, w[m], load256(x + 64 * m));
+    a1 = _mm256_dpbusd_epi32(a1, w[m + 1], load256(x + 64 * (m + 1)));
+  }
+  const __m256i s = _mm256_sub_epi32(_mm256_add_epi32(a0, a1),
+                                     _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs)), bias_shift(T)));
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_loadu_ps(xd)), acc);
+}
+
+template <DType T>
+SY_VNNI __attribute__((always_inline)) inline __m512 pair_dot(const __m512i w[8], __m512 dw, const int8_t* xq,
+                                                              const float* xd, const int32_t* xs, __m512 acc) {
+  __m512i a0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], _mm512_loadu_si512(xq));
+  __m512i a1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], _mm512_loadu_si512(xq + 64));
+#pragma GCC unroll 3
+  for (int m = 2; m < 8; m += 2) {
+    a0 = _mm512_dpbusd_epi32(a0, w[m], _mm512_loadu_si512(xq + 64 * m));
+    a1 = _mm512_dpbusd_epi32(a1, w[m + 1], _mm512_loadu_si512(xq + 64 * (m + 1)));
+  }
+  const __m512i s = _mm512_sub_epi32(_mm512_add_epi32(a0, a1), _mm512_slli_epi32(_mm512_loadu_si512(xs), bias_shift(T)));
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_loadu_ps(xd)), acc);
 }
 
 SY_VNNI inline float hsum(__m256 v) {
@@ -58,60 +102,61 @@ SY_VNNI inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// Rows [r0, r1) against activation rows [t0, t0 + NT), NR rows at a time so that each
-// activation load feeds NR dot products and NR * NT accumulator chains run in parallel.
-template <DType T, int NR, int NT>
+// Rows [r0, r1) against activation rows [t0, t0 + NT): each group pair is unpacked once
+// into registers and feeds NT independent accumulator chains (register tiling across
+// tokens). 512-bit vpdpbusd: on CPUs that split 512-bit operations (Zen 4) it still does
+// twice the multiply-adds per cycle of the 256-bit form.
+template <DType T, int NT>
 SY_VNNI void tile(const uint8_t* w, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
                   const PackedActivations& x, int64_t t0, float* y, int64_t ldy) {
   const int64_t groups = packed_groups(cols);
   const int64_t tail = cols / kQBlock - groups * kGroupBlocks;
   const int64_t gb = packed_group_bytes(T);
   const DotKernels& k = dot_kernels();
-  for (int64_t r = r0; r < r1; r += NR) {
-    __m256 acc[NR][NT];
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w + r * row_bytes;
+    __m512 acc[NT];
 #pragma GCC unroll 8
-    for (int i = 0; i < NR; ++i)
+    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+    int64_t g = 0;
+    for (; g + 2 <= groups; g += 2) {
+      const uint8_t* grp = row + g * gb;
+      // Prefetch every cache line of the pair ~4 KiB ahead: rows are streamed once.
+#pragma GCC unroll 9
+      for (int64_t off = 0; off < 2 * gb; off += 64) _mm_prefetch(reinterpret_cast<const char*>(grp + 4096 + off), _MM_HINT_T0);
+      __m512i wq[8];
+      load_pair<T>(grp, gb, wq);
+      const __m512 dw = _mm512_cvtph_ps(_mm256_inserti128_si256(
+          _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(grp))),
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(grp + gb)), 1));
 #pragma GCC unroll 8
-      for (int t = 0; t < NT; ++t) acc[i][t] = _mm256_setzero_ps();
-    for (int64_t g = 0; g < groups; ++g) {
-#pragma GCC unroll 8
-      for (int i = 0; i < NR; ++i) {
-        const uint8_t* grp = w + (r + i) * row_bytes + g * gb;
-        // Prefetch every cache line of the group ~4 KiB ahead: rows are streamed once.
-#pragma GCC unroll 8
-        for (int64_t off = 0; off < gb; off += 64) _mm_prefetch(reinterpret_cast<const char*>(grp + 4096 + off), _MM_HINT_T0);
-        __m256i wq[8];
-        load_group<T>(grp, wq);
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(grp)));
-#pragma GCC unroll 8
-        for (int t = 0; t < NT; ++t) {
-          acc[i][t] = group_dot<T>(wq, dw, x.q(t0 + t) + g * kGroupValues, x.d(t0 + t) + g * kGroupBlocks,
-                                   x.sum(t0 + t) + g * kGroupBlocks, acc[i][t]);
-        }
+      for (int t = 0; t < NT; ++t) {
+        acc[t] = pair_dot<T>(wq, dw, x.group(t0 + t, g), x.d(t0 + t) + g * kGroupBlocks,
+                             x.sum(t0 + t) + g * kGroupBlocks, acc[t]);
       }
     }
-    for (int i = 0; i < NR; ++i) {
-      const uint8_t* row = w + (r + i) * row_bytes;
+    float v[NT];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) v[t] = _mm512_reduce_add_ps(acc[t]);
+    if (g < groups) {  // an odd last group
+      const uint8_t* grp = row + g * gb;
+      __m256i wq[8];
+      load_group<T>(grp, wq);
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(grp)));
       for (int t = 0; t < NT; ++t) {
-        float v = hsum(acc[i][t]);
-        if (tail > 0) {
-          const uint8_t* tw = row + groups * gb;
-          v += T == DType::Q4_0 ? k.q4_0(reinterpret_cast<const BlockQ4_0*>(tw), x.tail(t0 + t), tail * kQBlock)
-                                : k.q8_0(reinterpret_cast<const BlockQ8_0*>(tw), x.tail(t0 + t), tail * kQBlock);
-        }
-        y[(t0 + t) * ldy + r + i] = v;
+        v[t] += hsum(group_dot<T>(wq, dw, x.group(t0 + t, g), x.d(t0 + t) + g * kGroupBlocks,
+                                  x.sum(t0 + t) + g * kGroupBlocks, _mm256_setzero_ps()));
       }
+    }
+    for (int t = 0; t < NT; ++t) {
+      if (tail > 0) {
+        const uint8_t* tw = row + groups * gb;
+        v[t] += T == DType::Q4_0 ? k.q4_0(reinterpret_cast<const BlockQ4_0*>(tw), x.tail(t0 + t), tail * kQBlock)
+                                 : k.q8_0(reinterpret_cast<const BlockQ8_0*>(tw), x.tail(t0 + t), tail * kQBlock);
+      }
+      y[(t0 + t) * ldy + r] = v[t];
     }
   }
-}
-
-template <DType T, int NT>
-SY_VNNI void rows_tile(const uint8_t* w, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                       const PackedActivations& x, int64_t t0, float* y, int64_t ldy) {
-  constexpr int NR = 1;  // measured: interleaving rows hurts the streaming rate at small NT
-  const int64_t even = r0 + (r1 - r0) / NR * NR;
-  tile<T, NR, NT>(w, row_bytes, cols, r0, even, x, t0, y, ldy);
-  if (even < r1) tile<T, 1, NT>(w, row_bytes, cols, even, r1, x, t0, y, ldy);
 }
 
 template <DType T>
@@ -122,10 +167,18 @@ SY_VNNI void kernel(const uint8_t* w, size_t row_bytes, int64_t cols, int64_t r0
     const int64_t re = std::min(r1, rb + 16);
     int64_t t = 0;
     const int64_t n = x.rows();
-    for (; t + 8 <= n; t += 8) rows_tile<T, 8>(w, row_bytes, cols, rb, re, x, t, y, ldy);
-    if (n - t >= 4) { rows_tile<T, 4>(w, row_bytes, cols, rb, re, x, t, y, ldy); t += 4; }
-    if (n - t >= 2) { rows_tile<T, 2>(w, row_bytes, cols, rb, re, x, t, y, ldy); t += 2; }
-    if (n - t >= 1) { rows_tile<T, 1>(w, row_bytes, cols, rb, re, x, t, y, ldy); }
+    for (; t + 8 <= n; t += 8) tile<T, 8>(w, row_bytes, cols, rb, re, x, t, y, ldy);
+    // The rest in one tile, so the weights are unpacked once more at most.
+    switch (n - t) {
+      case 7: tile<T, 7>(w, row_bytes, cols, rb, re, x, t, y, ldy); break;
+      case 6: tile<T, 6>(w, row_bytes, cols, rb, re, x, t, y, ldy); break;
+      case 5: tile<T, 5>(w, row_bytes, cols, rb, re, x, t, y, ldy); break;
+      case 4: tile<T, 4>(w, row_bytes, cols, rb, re, x, t, y, ldy); break;
+      case 3: tile<T, 3>(w, row_bytes, cols, rb, re, x, t, y, ldy); break;
+      case 2: tile<T, 2>(w, row_bytes, cols, rb, re, x, t, y, ldy); break;
+      case 1: tile<T, 1>(w, row_bytes, cols, rb, re, x, t, y, ldy); break;
+      default: break;
+    }
   }
 }
 
