@@ -10,7 +10,7 @@ namespace {
 constexpr size_t kHugePage = size_t{2} << 20;
 }  // namespace
 
-HugePageMemory::HugePageMemory(size_t bytes) {
+HugePageMemory::HugePageMemory(size_t bytes, bool prefault) {
   if (bytes == 0) return;
   const size_t size = (bytes + kHugePage - 1) / kHugePage * kHugePage;
   // Over-reserve by one huge page, then give back the unaligned head and tail.
@@ -24,6 +24,9 @@ HugePageMemory::HugePageMemory(size_t bytes) {
   ::madvise(base, size, MADV_HUGEPAGE);  // a hint: ignored where THP is off
   data_ = base;
   size_ = size;
+  if (prefault) {
+    for (size_t off = 0; off < size; off += 4096) static_cast<volatile uint8_t*>(base)[off] = 0;
+  }
 }
 
 HugePageMemory::~HugePageMemory() {

@@ -11,8 +11,10 @@ namespace sy {
 class HugePageMemory {
  public:
   HugePageMemory() = default;
-  // Throws std::bad_alloc when the memory cannot be mapped. Untouched pages cost nothing.
-  explicit HugePageMemory(size_t bytes);
+  // Throws std::bad_alloc when the memory cannot be mapped. Untouched pages cost nothing;
+  // `prefault` touches every page now, so that first use does not pay the page faults
+  // (and the zeroing of each fresh page) on the hot path.
+  explicit HugePageMemory(size_t bytes, bool prefault = false);
   ~HugePageMemory();
   HugePageMemory(HugePageMemory&& o) noexcept : data_(o.data_), size_(o.size_) { o.data_ = nullptr, o.size_ = 0; }
   HugePageMemory& operator=(HugePageMemory&& o) noexcept;

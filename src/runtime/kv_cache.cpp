@@ -19,8 +19,8 @@ KvCache::KvCache(int n_layer, int64_t k_dim, int64_t v_dim, int64_t n_blocks, in
       max_positions_(n_blocks * block_size),
       k_bytes_(store_bytes(n_layer, k_dim, n_blocks, block_size, n_seq)),
       v_bytes_(store_bytes(n_layer, v_dim, n_blocks, block_size, n_seq)),
-      k_(k_bytes_),
-      v_(v_bytes_),
+      k_(k_bytes_, /*prefault=*/true),
+      v_(v_bytes_, /*prefault=*/true),
       tables_(n_seq) {
   for (int64_t b = n_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
 }
