@@ -17,7 +17,7 @@ void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* 
 
 void softmax(float* x, int64_t n) {
   float max = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) max = std::fmax(max, x[i]);
+  for (int64_t i = 0; i < n; ++i) max = x[i] > max ? x[i] : max;
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) {
     x[i] = std::exp(x[i] - max);
