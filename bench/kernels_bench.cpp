@@ -120,8 +120,8 @@ void BM_Attention(benchmark::State& state) {
   const int64_t dim = 16 * 128;
   std::vector<float> k(ctx * dim, 0.01f), v(ctx * dim, 0.02f), q(dim, 0.3f), out(dim);
   AttentionScratch scratch;
-  const float* kb[] = {k.data()};
-  const float* vb[] = {v.data()};
+  const void* kb[] = {k.data()};
+  const void* vb[] = {v.data()};
   const KvView kv{kb, vb, ctx, dim, dim};
   const int32_t pos = static_cast<int32_t>(ctx - 1);
   ThreadPool pool(2);
@@ -138,7 +138,7 @@ void BM_AttentionDecodeBatch(benchmark::State& state) {
   const int64_t ctx = state.range(0), n_seq = 16, dim = 16 * 128;
   const AttentionShape s{16, 16, 128, 128, 0.088f};
   std::vector<std::vector<float>> k(n_seq), v(n_seq);
-  std::vector<const float*> kb(n_seq), vb(n_seq);
+  std::vector<const void*> kb(n_seq), vb(n_seq);
   std::vector<AttentionRun> runs;
   for (int64_t i = 0; i < n_seq; ++i) {
     k[i].assign(ctx * dim, 0.01f);

@@ -9,6 +9,9 @@ namespace sy::cli {
 void ModelArgs::add_to(CLI::App& app, bool with_moe) {
   app.add_option("-m,--model", model, "GGUF model file")->required();
   app.add_option("-t,--threads", threads, "Worker threads (default: all cores)")->check(CLI::Range(1, 1024));
+  app.add_option("--kv-type", kv_type,
+                 "KV cache values: f32 (default; exact) or f16 (half the memory and the bytes attention reads)")
+      ->check(CLI::IsMember({"f32", "f16"}));
   if (!with_moe) return;
   app.add_option("--moe-gating", gating, "MoE dispatch: dynamic (default) or static (GShard capacity, drops overflow)")
       ->check(CLI::IsMember({"dynamic", "static"}));
@@ -29,6 +32,7 @@ ModelOptions ModelArgs::model_options() const {
   o.tiered.policy = expert_policy;
   o.tiered.profile = expert_profile;
   o.tiered.predictive_prefetch = !no_prefetch;
+  o.kv_type = kv_type == "f16" ? DType::F16 : DType::F32;
   return o;
 }
 

@@ -42,7 +42,7 @@ Forward::Forward(const Model& model, ThreadPool& pool, MoeOptions moe)
 }
 
 KvCache Forward::make_cache(int64_t n_ctx, int n_seq) const {
-  return KvCache::contiguous(hp_.n_layer, hp_.k_dim(), hp_.v_dim(), n_ctx, n_seq);
+  return KvCache::contiguous(hp_.n_layer, hp_.k_dim(), hp_.v_dim(), n_ctx, n_seq, model_.kv_type());
 }
 
 void Forward::attention_block(int il, const Batch& b, KvCache& cache) {
@@ -72,8 +72,7 @@ void Forward::attention_block(int il, const Batch& b, KvCache& cache) {
     }
     cpu::rope(q, hp_.n_head, hp_.head_dim_k, b.positions[t], hp_.rope);
     cpu::rope(k, hp_.n_head_kv, hp_.head_dim_k, b.positions[t], hp_.rope);
-    std::memcpy(cache.k_row(il, b.seq[t], b.positions[t]), k, kd * sizeof(float));
-    std::memcpy(cache.v_row(il, b.seq[t], b.positions[t]), &v_[t * vd], vd * sizeof(float));
+    cache.store(il, b.seq[t], b.positions[t], k, &v_[t * vd]);
   }
 
   // One attention job over every run of consecutive tokens of one sequence.

@@ -58,7 +58,7 @@ class Forward {
 
   std::vector<float> x_, h_, q_, k_, v_, attn_, proj_, ffn_out_, shared_out_, shared_gate_;
   std::vector<cpu::AttentionRun> attn_runs_;
-  std::vector<std::vector<const float*>> kv_blocks_;  // per run: its block table as pointers
+  std::vector<std::vector<const void*>> kv_blocks_;  // per run: its block table as pointers
   cpu::AttentionScratch attn_scratch_;
   cpu::MatmulScratch scratch_;
   std::vector<cpu::MatmulTarget> qkv_ = std::vector<cpu::MatmulTarget>(3);

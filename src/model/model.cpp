@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include "base/error.h"
 #include "kernels/cpu/weight_prep.h"
 
 namespace sy {
@@ -10,6 +11,10 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelOptions& 
   m->hp_ = HParams::from_gguf(*m->file_);
   m->weights_ = ModelWeights::bind(*m->file_, m->hp_);
   m->tokenizer_ = Tokenizer::from_gguf(*m->file_);
+  if (opt.kv_type != DType::F32 && opt.kv_type != DType::F16) {
+    throw Error("KV cache type " + dtype_name(opt.kv_type) + " is not supported; use f32 or f16");
+  }
+  m->kv_type_ = opt.kv_type;
   ThreadPool pool(ThreadPool::default_threads());
   m->prepare_weights(pool);
   if (!opt.expert_cache.empty() && m->hp_.is_moe()) {

@@ -20,6 +20,9 @@ struct ModelOptions {
   // parse_expert_cache_size (bytes, sizes, or a fraction of the experts).
   std::string expert_cache;
   TieredStoreOptions tiered;
+  // Type of the KV caches made for this model: F32 (exact, what the reference logits were
+  // recorded with) or F16 (half the memory and attention bytes, llama.cpp's default).
+  DType kv_type = DType::F32;
 };
 
 class Model {
@@ -34,6 +37,7 @@ class Model {
   // The expert-buffering store, or null when every expert is resident.
   TieredExpertStore* tiered_experts() const { return dynamic_cast<TieredExpertStore*>(experts_.get()); }
   bool prefetch_enabled() const { return prefetch_; }
+  DType kv_type() const { return kv_type_; }
   // Bytes of all routed experts together.
   size_t all_expert_bytes() const;
   const Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -51,6 +55,7 @@ class Model {
   std::unique_ptr<ExpertStore> experts_;
   std::unique_ptr<Tokenizer> tokenizer_;
   bool prefetch_ = false;
+  DType kv_type_ = DType::F32;
 };
 
 }  // namespace sy

@@ -15,7 +15,7 @@ double seconds(Clock::duration d) {
 KvCache make_pool(const Model& m, const EngineConfig& c) {
   const HParams& hp = m.hparams();
   const int64_t blocks = (c.kv_tokens + c.block_size - 1) / c.block_size;
-  return KvCache(hp.n_layer, hp.k_dim(), hp.v_dim(), blocks, c.block_size, c.parallel);
+  return KvCache(hp.n_layer, hp.k_dim(), hp.v_dim(), blocks, c.block_size, c.parallel, m.kv_type());
 }
 
 }  // namespace
@@ -27,7 +27,8 @@ EngineConfig resolve_engine_config(const Model& model, EngineConfig c) {
   if (c.block_size < 1 || c.block_size > 4096) throw Error("--kv-block-size must be in 1..4096");
   if (c.ctx_size <= 0) c.ctx_size = std::min<int64_t>(hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096, 4096);
   if (c.ctx_size < 2) throw Error("--ctx-size must be at least 2");
-  const int64_t bytes_per_pos = int64_t{hp.n_layer} * (hp.k_dim() + hp.v_dim()) * int64_t{sizeof(float)};
+  const int64_t bytes_per_pos =
+      int64_t{hp.n_layer} * (hp.k_dim() + hp.v_dim()) * (model.kv_type() == DType::F16 ? 2 : 4);
   if (c.kv_tokens <= 0) {
     const int64_t cap =
         std::max<int64_t>(c.ctx_size, (int64_t{2} << 30) / std::max<int64_t>(1, bytes_per_pos));
@@ -54,9 +55,7 @@ Engine::Engine(const Model& model, EngineConfig cfg)
       forward_(model, pool_, cfg_.moe),
       expert_tokens_(model.hparams().n_layer, model.hparams().n_expert),
       cache_(make_pool(model, cfg_)),
-      sched_({cfg_.parallel, cfg_.batch_tokens, -1, cfg_.prefix_reuse ? model.hparams().n_layer : 0,
-              model.hparams().k_dim(), model.hparams().v_dim()},
-             cache_) {
+      sched_({cfg_.parallel, cfg_.batch_tokens, -1, cfg_.prefix_reuse ? model.hparams().n_layer : 0}, cache_) {
   if (model.hparams().n_expert > 0) forward_.set_routing_observer(&expert_tokens_);
   stats_.update([&](EngineStatsData& d) {
     d.kv_blocks_total = cache_.n_blocks();

@@ -1,33 +1,43 @@
 #include "runtime/kv_cache.h"
 
+#include <cstring>
+
 #include "base/error.h"
 
 namespace sy {
 namespace {
 
-size_t store_bytes(int n_layer, int64_t dim, int64_t n_blocks, int64_t block_size, int n_seq) {
+size_t value_bytes(DType t) {
+  if (t != DType::F32 && t != DType::F16) {
+    throw Error("KV cache type " + dtype_name(t) + " is not supported; use f32 or f16");
+  }
+  return t == DType::F16 ? 2 : 4;
+}
+
+size_t store_bytes(int n_layer, int64_t dim, int64_t n_blocks, int64_t block_size, int n_seq, DType t) {
   if (block_size <= 0 || n_blocks <= 0 || n_seq <= 0 || n_layer <= 0 || dim <= 0) {
     throw Error("KV cache: sizes must be positive");
   }
-  return static_cast<size_t>(n_blocks) * n_layer * block_size * dim * sizeof(float);
+  return static_cast<size_t>(n_blocks) * n_layer * block_size * dim * value_bytes(t);
 }
 
 }  // namespace
 
-KvCache::KvCache(int n_layer, int64_t k_dim, int64_t v_dim, int64_t n_blocks, int64_t block_size, int n_seq)
-    : n_layer_(n_layer), k_dim_(k_dim), v_dim_(v_dim), n_blocks_(n_blocks), block_size_(block_size),
+KvCache::KvCache(int n_layer, int64_t k_dim, int64_t v_dim, int64_t n_blocks, int64_t block_size, int n_seq,
+                 DType type)
+    : n_layer_(n_layer), type_(type), elt_(value_bytes(type)), k_dim_(k_dim), v_dim_(v_dim), n_blocks_(n_blocks), block_size_(block_size),
       max_positions_(n_blocks * block_size),
-      k_bytes_(store_bytes(n_layer, k_dim, n_blocks, block_size, n_seq)),
-      v_bytes_(store_bytes(n_layer, v_dim, n_blocks, block_size, n_seq)),
+      k_bytes_(store_bytes(n_layer, k_dim, n_blocks, block_size, n_seq, type)),
+      v_bytes_(store_bytes(n_layer, v_dim, n_blocks, block_size, n_seq, type)),
       k_(k_bytes_, /*prefault=*/true),
       v_(v_bytes_, /*prefault=*/true),
       tables_(n_seq) {
   for (int64_t b = n_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
 }
 
-KvCache KvCache::contiguous(int n_layer, int64_t k_dim, int64_t v_dim, int64_t n_ctx, int n_seq) {
+KvCache KvCache::contiguous(int n_layer, int64_t k_dim, int64_t v_dim, int64_t n_ctx, int n_seq, DType type) {
   const int64_t bs = 64;
-  KvCache c(n_layer, k_dim, v_dim, (n_ctx + bs - 1) / bs * n_seq, bs, n_seq);
+  KvCache c(n_layer, k_dim, v_dim, (n_ctx + bs - 1) / bs * n_seq, bs, n_seq, type);
   c.max_positions_ = n_ctx;
   return c;
 }
@@ -56,20 +66,44 @@ void KvCache::truncate(int seq, int64_t n_positions) {
   }
 }
 
-float* KvCache::row(float* store, int64_t dim, int layer, int seq, int64_t pos) {
+uint8_t* KvCache::row(uint8_t* store, int64_t dim, int layer, int seq, int64_t pos) const {
   const auto& t = tables_[seq];
   const int32_t block = t.at(static_cast<size_t>(pos / block_size_));
-  return store + block_base(block, layer, dim) + static_cast<size_t>(pos % block_size_) * dim;
+  return store + (block_base(block, layer, dim) + static_cast<size_t>(pos % block_size_) * dim) * elt_;
 }
 
-cpu::KvView KvCache::view(int layer, int seq, std::vector<const float*>& blocks) const {
+float* KvCache::f32(uint8_t* p) const {
+  if (type_ != DType::F32) throw Error("KV cache: direct float access needs an f32 cache");
+  return reinterpret_cast<float*>(p);
+}
+
+void KvCache::store(int layer, int seq, int64_t pos, const float* k, const float* v) {
+  uint8_t* kr = row(k_.data(), k_dim_, layer, seq, pos);
+  uint8_t* vr = row(v_.data(), v_dim_, layer, seq, pos);
+  if (type_ == DType::F32) {
+    std::memcpy(kr, k, k_dim_ * sizeof(float));
+    std::memcpy(vr, v, v_dim_ * sizeof(float));
+    return;
+  }
+  auto* kh = reinterpret_cast<uint16_t*>(kr);
+  auto* vh = reinterpret_cast<uint16_t*>(vr);
+  for (int64_t i = 0; i < k_dim_; ++i) kh[i] = f32_to_f16(k[i]);
+  for (int64_t i = 0; i < v_dim_; ++i) vh[i] = f32_to_f16(v[i]);
+}
+
+void KvCache::copy_position(int layer, int dst, int src, int64_t pos) {
+  std::memcpy(row(k_.data(), k_dim_, layer, dst, pos), row(k_.data(), k_dim_, layer, src, pos), k_dim_ * elt_);
+  std::memcpy(row(v_.data(), v_dim_, layer, dst, pos), row(v_.data(), v_dim_, layer, src, pos), v_dim_ * elt_);
+}
+
+cpu::KvView KvCache::view(int layer, int seq, std::vector<const void*>& blocks) const {
   const auto& t = tables_[seq];
   blocks.resize(2 * t.size());
   for (size_t i = 0; i < t.size(); ++i) {
-    blocks[i] = k() + block_base(t[i], layer, k_dim_);
-    blocks[t.size() + i] = v() + block_base(t[i], layer, v_dim_);
+    blocks[i] = k_.data() + block_base(t[i], layer, k_dim_) * elt_;
+    blocks[t.size() + i] = v_.data() + block_base(t[i], layer, v_dim_) * elt_;
   }
-  return {blocks.data(), blocks.data() + t.size(), block_size_, k_dim_, v_dim_};
+  return {blocks.data(), blocks.data() + t.size(), block_size_, k_dim_, v_dim_, type_ == DType::F16};
 }
 
 }  // namespace sy

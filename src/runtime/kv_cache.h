@@ -1,4 +1,4 @@
-// Paged float K/V cache. Storage is a pool of fixed-size blocks (block_size positions of
+// Paged K/V cache of f32 or f16 values. Storage is a pool of fixed-size blocks (block_size positions of
 // every layer's keys and values); each sequence slot owns a block table mapping its
 // positions to blocks. Sequences grow block by block, free their blocks when they end,
 // and cannot touch each other's blocks.
@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/dtype.h"
 #include "base/huge_pages.h"
 #include "kernels/cpu/attention.h"
 
@@ -15,10 +16,14 @@ namespace sy {
 class KvCache {
  public:
   // n_blocks blocks of block_size positions shared by up to n_seq sequence slots.
-  KvCache(int n_layer, int64_t k_dim, int64_t v_dim, int64_t n_blocks, int64_t block_size, int n_seq);
+  // `type` is F32 (exact) or F16 (half the memory and the bytes attention reads).
+  KvCache(int n_layer, int64_t k_dim, int64_t v_dim, int64_t n_blocks, int64_t block_size, int n_seq,
+          DType type = DType::F32);
   // A cache for n_seq sequences of up to n_ctx positions each, fully backed.
-  static KvCache contiguous(int n_layer, int64_t k_dim, int64_t v_dim, int64_t n_ctx, int n_seq = 1);
+  static KvCache contiguous(int n_layer, int64_t k_dim, int64_t v_dim, int64_t n_ctx, int n_seq = 1,
+                            DType type = DType::F32);
 
+  DType type() const { return type_; }
   int n_seq() const { return static_cast<int>(tables_.size()); }
   int64_t block_size() const { return block_size_; }
   int64_t n_blocks() const { return n_blocks_; }
@@ -37,21 +42,27 @@ class KvCache {
   // Keeps positions [0, n_positions) and frees the blocks past them.
   void truncate(int seq, int64_t n_positions);
 
-  float* k_row(int layer, int seq, int64_t pos) { return row(k(), k_dim_, layer, seq, pos); }
-  float* v_row(int layer, int seq, int64_t pos) { return row(v(), v_dim_, layer, seq, pos); }
+  // Writes position pos of seq at one layer (converted to the cache's type).
+  void store(int layer, int seq, int64_t pos, const float* k, const float* v);
+  // Copies position pos of one layer from sequence src to dst (a shared prompt prefix).
+  void copy_position(int layer, int dst, int src, int64_t pos);
+  // Direct access to the values of an F32 cache (tests); throws for other types.
+  float* k_row(int layer, int seq, int64_t pos) { return f32(row(k_.data(), k_dim_, layer, seq, pos)); }
+  float* v_row(int layer, int seq, int64_t pos) { return f32(row(v_.data(), v_dim_, layer, seq, pos)); }
   // Attention view of one layer of one sequence; `blocks` is caller scratch.
-  cpu::KvView view(int layer, int seq, std::vector<const float*>& blocks) const;
+  cpu::KvView view(int layer, int seq, std::vector<const void*>& blocks) const;
   size_t bytes() const { return k_bytes_ + v_bytes_; }
 
  private:
-  float* k() const { return reinterpret_cast<float*>(k_.data()); }
-  float* v() const { return reinterpret_cast<float*>(v_.data()); }
-  float* row(float* store, int64_t dim, int layer, int seq, int64_t pos);
-  size_t block_base(int32_t block, int layer, int64_t dim) const {
+  uint8_t* row(uint8_t* store, int64_t dim, int layer, int seq, int64_t pos) const;
+  float* f32(uint8_t* p) const;
+  size_t block_base(int32_t block, int layer, int64_t dim) const {  // in values
     return (static_cast<size_t>(block) * n_layer_ + layer) * block_size_ * dim;
   }
 
   int n_layer_;
+  DType type_;
+  size_t elt_;  // bytes per value
   int64_t k_dim_, v_dim_, n_blocks_, block_size_, max_positions_;
   size_t k_bytes_, v_bytes_;
   HugePageMemory k_, v_;  // streamed by attention: huge pages keep the prefetcher going

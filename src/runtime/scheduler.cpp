@@ -92,12 +92,7 @@ int64_t Scheduler::reuse_prefix(Sequence& s) {
   const Sequence* src = longest_prefix(s, true, best);
   if (!src) return 0;
   for (int l = 0; l < cfg_.kv_layers; ++l) {
-    for (int64_t p = 0; p < best; ++p) {
-      std::memcpy(cache_.k_row(l, s.slot, p), cache_.k_row(l, src->slot, p),
-                  static_cast<size_t>(cfg_.kv_k_dim) * sizeof(float));
-      std::memcpy(cache_.v_row(l, s.slot, p), cache_.v_row(l, src->slot, p),
-                  static_cast<size_t>(cfg_.kv_v_dim) * sizeof(float));
-    }
+    for (int64_t p = 0; p < best; ++p) cache_.copy_position(l, s.slot, src->slot, p);
   }
   return best;
 }

@@ -55,9 +55,8 @@ struct SchedulerConfig {
   int max_running = 8;             // KV slots: sequences in the running batch at once
   int64_t max_batch_tokens = 512;  // tokens per step, decode and prefill together
   int64_t watermark_blocks = -1;   // free blocks admission leaves for growth (-1: 1%, >= 1)
-  // Prefix reuse copies K/V rows; it needs the cache's row sizes (0 layers: off).
+  // Prefix reuse copies the K/V of every layer (0 layers: off).
   int kv_layers = 0;
-  int64_t kv_k_dim = 0, kv_v_dim = 0;
 };
 
 // One step's work: the batch, and for each logits row the sequence it belongs to.

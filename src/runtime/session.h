@@ -20,6 +20,7 @@ class Session {
   const float* logits(int64_t row = 0) const { return logits_.data() + row * n_vocab_; }
   int64_t n_past() const { return n_past_; }
   int64_t n_ctx() const { return cache_.max_positions(); }
+  const KvCache& cache() const { return cache_; }
   void reset() { n_past_ = 0; }
   Forward& forward() { return forward_; }
 

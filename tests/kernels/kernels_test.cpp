@@ -88,55 +88,87 @@ TEST(Kernels, RowKernelsMatchScalar) {
       EXPECT_NEAR(o1[i], want, 1e-4) << n;
       EXPECT_NEAR(o2[i], want, 1e-4) << n;
     }
+    // The f16 forms, against the same sums over the rounded values.
+    std::vector<uint16_t> half(store.size());
+    for (size_t i = 0; i < store.size(); ++i) half[i] = f32_to_f16(store[i]);
+    std::vector<const uint16_t*> hrows;
+    for (int64_t r = 0; r < n_rows; ++r) hrows.push_back(half.data() + r * ld);
+    for (const DotKernels* kk : {&fast, &ref}) {
+      kk->dot_rows_f16(x.data(), hrows.data(), n_rows, offset, n, 0.5f, a.data());
+      std::vector<float> o(n, 1.0f);
+      kk->weighted_rows_f16(w.data(), hrows.data(), n_rows, offset, n, o.data());
+      for (int64_t r = 0; r < n_rows; ++r) {
+        double d = 0;
+        for (int64_t i = 0; i < n; ++i) d += x[i] * f16_to_f32(hrows[r][offset + i]);
+        EXPECT_NEAR(a[r], 0.5 * d, 1e-4 * n) << kk->isa << " " << n;
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        double want = 1.0;
+        for (int64_t r = 0; r < n_rows; ++r) want += w[r] * f16_to_f32(hrows[r][offset + i]);
+        EXPECT_NEAR(o[i], want, 1e-4) << kk->isa << " " << n;
+      }
+    }
   }
 }
 
 // Ragged batch of three sequences (grouped KV heads, paged cache, several rows per
-// sequence, one sequence decoding alone) against attention written out naively.
+// sequence, one sequence decoding alone) against attention written out naively, with f32
+// and with f16 cached values.
 TEST(Kernels, AttentionMatchesNaive) {
   const AttentionShape s{6, 2, 16, 8, 0.25f};
   const int64_t kd = s.n_head_kv * s.head_dim_k, vd = s.n_head_kv * s.head_dim_v, od = s.n_head * s.head_dim_v;
   const int64_t qd = s.n_head * s.head_dim_k, block = 4;
   const std::vector<int64_t> ctx = {11, 3, 30};       // cached positions per sequence
   const std::vector<int64_t> n_rows = {3, 1, 12};     // query rows: the last positions
-  std::vector<std::vector<float>> kstore, vstore;
-  std::vector<std::vector<const float*>> kb(3), vb(3);
-  std::vector<AttentionRun> runs;
-  std::vector<int32_t> pos;
-  int64_t t0 = 0;
-  for (int i = 0; i < 3; ++i) {
-    kstore.push_back(random_vec(ctx[i] * kd + block * kd, 10 + i));
-    vstore.push_back(random_vec(ctx[i] * vd + block * vd, 20 + i));
-    for (int64_t b = 0; b * block < ctx[i]; ++b) {
-      kb[i].push_back(kstore[i].data() + b * block * kd);
-      vb[i].push_back(vstore[i].data() + b * block * vd);
-    }
-    runs.push_back({t0, n_rows[i], KvView{kb[i].data(), vb[i].data(), block, kd, vd}});
-    for (int64_t r = 0; r < n_rows[i]; ++r) pos.push_back(static_cast<int32_t>(ctx[i] - n_rows[i] + r));
-    t0 += n_rows[i];
-  }
-  const auto q = random_vec(t0 * qd, 30);
-  std::vector<float> out(t0 * od, -7.0f);
-  ThreadPool pool(2);
-  AttentionScratch scratch;
-  attention(q.data(), qd, pos.data(), runs, s, out.data(), od, pool, scratch);
-  for (int i = 0, t = 0; i < 3; ++i) {
-    for (int64_t r = 0; r < n_rows[i]; ++r, ++t) {
-      for (int h = 0; h < s.n_head; ++h) {
-        const int g = h / (s.n_head / s.n_head_kv);
-        std::vector<double> w(pos[t] + 1);
-        double max = -1e300, sum = 0;
-        for (int64_t p = 0; p <= pos[t]; ++p) {
-          double d = 0;
-          for (int j = 0; j < s.head_dim_k; ++j) d += q[t * qd + h * s.head_dim_k + j] * kstore[i][p * kd + g * s.head_dim_k + j];
-          w[p] = d * s.scale;
-          max = std::max(max, w[p]);
+  for (bool f16 : {false, true}) {
+    SCOPED_TRACE(f16 ? "f16 cache" : "f32 cache");
+    std::vector<std::vector<float>> kstore, vstore;  // the values as the kernel sees them
+    std::vector<std::vector<uint16_t>> kh(3), vh(3);
+    std::vector<std::vector<const void*>> kb(3), vb(3);
+    std::vector<AttentionRun> runs;
+    std::vector<int32_t> pos;
+    int64_t t0 = 0;
+    for (int i = 0; i < 3; ++i) {
+      kstore.push_back(random_vec(ctx[i] * kd + block * kd, 10 + i));
+      vstore.push_back(random_vec(ctx[i] * vd + block * vd, 20 + i));
+      for (auto* st : {&kstore[i], &vstore[i]}) {
+        auto& h = st == &kstore[i] ? kh[i] : vh[i];
+        for (float& x : *st) {
+          h.push_back(f32_to_f16(x));
+          if (f16) x = f16_to_f32(h.back());
         }
-        for (auto& x : w) sum += (x = std::exp(x - max));
-        for (int j = 0; j < s.head_dim_v; ++j) {
-          double o = 0;
-          for (int64_t p = 0; p <= pos[t]; ++p) o += w[p] / sum * vstore[i][p * vd + g * s.head_dim_v + j];
-          EXPECT_NEAR(out[t * od + h * s.head_dim_v + j], o, 1e-5) << "seq " << i << " row " << r << " head " << h;
+      }
+      for (int64_t b = 0; b * block < ctx[i]; ++b) {
+        kb[i].push_back(f16 ? static_cast<const void*>(kh[i].data() + b * block * kd) : kstore[i].data() + b * block * kd);
+        vb[i].push_back(f16 ? static_cast<const void*>(vh[i].data() + b * block * vd) : vstore[i].data() + b * block * vd);
+      }
+      runs.push_back({t0, n_rows[i], KvView{kb[i].data(), vb[i].data(), block, kd, vd, f16}});
+      for (int64_t r = 0; r < n_rows[i]; ++r) pos.push_back(static_cast<int32_t>(ctx[i] - n_rows[i] + r));
+      t0 += n_rows[i];
+    }
+    const auto q = random_vec(t0 * qd, 30);
+    std::vector<float> out(t0 * od, -7.0f);
+    ThreadPool pool(2);
+    AttentionScratch scratch;
+    attention(q.data(), qd, pos.data(), runs, s, out.data(), od, pool, scratch);
+    for (int i = 0, t = 0; i < 3; ++i) {
+      for (int64_t r = 0; r < n_rows[i]; ++r, ++t) {
+        for (int h = 0; h < s.n_head; ++h) {
+          const int g = h / (s.n_head / s.n_head_kv);
+          std::vector<double> w(pos[t] + 1);
+          double max = -1e300, sum = 0;
+          for (int64_t p = 0; p <= pos[t]; ++p) {
+            double d = 0;
+            for (int j = 0; j < s.head_dim_k; ++j) d += q[t * qd + h * s.head_dim_k + j] * kstore[i][p * kd + g * s.head_dim_k + j];
+            w[p] = d * s.scale;
+            max = std::max(max, w[p]);
+          }
+          for (auto& x : w) sum += (x = std::exp(x - max));
+          for (int j = 0; j < s.head_dim_v; ++j) {
+            double o = 0;
+            for (int64_t p = 0; p <= pos[t]; ++p) o += w[p] / sum * vstore[i][p * vd + g * s.head_dim_v + j];
+            EXPECT_NEAR(out[t * od + h * s.head_dim_v + j], o, 1e-5) << "seq " << i << " row " << r << " head " << h;
+          }
         }
       }
     }

@@ -157,7 +157,7 @@ TEST(ServerScheduler, CancelledWaitingAndRunningLeave) {
 
 TEST(ServerScheduler, SharedPrefixIsCopiedNotRecomputed) {
   KvCache cache(2, 3, 2, 16, 4, 2);  // 2 layers, k_dim 3, v_dim 2
-  SchedulerConfig cfg{2, 100, 0, 2, 3, 2};
+  SchedulerConfig cfg{2, 100, 0, 2};
   Scheduler s(cfg, cache);
   s.enqueue(seq(9, 0));
   StepPlan plan;
@@ -195,7 +195,7 @@ TEST(ServerScheduler, SharedPrefixIsCopiedNotRecomputed) {
 
 TEST(ServerScheduler, IdenticalPromptsArrivingTogetherAreComputedOnce) {
   KvCache cache(1, 2, 2, 32, 4, 4);
-  Scheduler s({4, 100, 0, 1, 2, 2}, cache);
+  Scheduler s({4, 100, 0, 1}, cache);
   for (uint64_t i = 0; i < 3; ++i) s.enqueue(seq(20, i));  // e.g. n = 3 choices of one call
   StepPlan plan;
   ASSERT_TRUE(s.schedule(plan));

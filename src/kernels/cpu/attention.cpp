@@ -12,7 +12,7 @@ constexpr int64_t kRowsPerTask = 8;  // query rows sharing one walk over the cac
 
 void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, const int32_t* positions,
               const KvView& kv, const AttentionShape& s, float* out, int64_t out_ld, float* sc,
-              const float** rows) {
+              const float** rows, const uint16_t** rows16) {
   const DotKernels& k = dot_kernels();
   const int group = s.n_head / s.n_head_kv;
   const int h0 = task.kv_head0 * group, h1 = task.kv_head1 * group, nh = h1 - h0;
@@ -24,11 +24,20 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
   // Head by head, so that a head's slice of the cache is reused from cache by every row.
   // (Walking blocks of positions across all heads, with software prefetch, measured no
   // faster: the hardware prefetcher follows the fixed row stride.)
-  for (int64_t p = 0; p < span; ++p) rows[p] = kv.k(p);
+  auto gather = [&](bool keys) {
+    for (int64_t p = 0; p < span; ++p) {
+      const void* r = keys ? kv.k(p) : kv.v(p);
+      if (kv.f16) rows16[p] = static_cast<const uint16_t*>(r);
+      else rows[p] = static_cast<const float*>(r);
+    }
+  };
+  gather(true);
   for (int h = h0; h < h1; ++h) {
     for (int64_t t = task.t0; t < task.t1; ++t) {
-      k.dot_rows(q + t * q_ld + int64_t{h} * s.head_dim_k, rows, int64_t{positions[t]} + 1,
-                 int64_t{h / group} * s.head_dim_k, s.head_dim_k, s.scale, score(t, h));
+      const float* qh = q + t * q_ld + int64_t{h} * s.head_dim_k;
+      const int64_t n = int64_t{positions[t]} + 1, off = int64_t{h / group} * s.head_dim_k;
+      if (kv.f16) k.dot_rows_f16(qh, rows16, n, off, s.head_dim_k, s.scale, score(t, h));
+      else k.dot_rows(qh, rows, n, off, s.head_dim_k, s.scale, score(t, h));
     }
   }
   // Softmax per (row, head), sum in double as ggml; the weights are normalized in place.
@@ -47,13 +56,14 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
       for (int64_t p = 0; p < n_ctx; ++p) w[p] *= inv;
     }
   }
-  for (int64_t p = 0; p < span; ++p) rows[p] = kv.v(p);
+  gather(false);
   for (int h = h0; h < h1; ++h) {
     for (int64_t t = task.t0; t < task.t1; ++t) {
       float* o = out + t * out_ld + int64_t{h} * s.head_dim_v;
       std::fill(o, o + s.head_dim_v, 0.0f);
-      k.weighted_rows(score(t, h), rows, int64_t{positions[t]} + 1, int64_t{h / group} * s.head_dim_v,
-                      s.head_dim_v, o);
+      const int64_t n = int64_t{positions[t]} + 1, off = int64_t{h / group} * s.head_dim_v;
+      if (kv.f16) k.weighted_rows_f16(score(t, h), rows16, n, off, s.head_dim_v, o);
+      else k.weighted_rows(score(t, h), rows, n, off, s.head_dim_v, o);
     }
   }
 }
@@ -68,6 +78,12 @@ float* AttentionScratch::scores(int thread, size_t n) {
 
 const float** AttentionScratch::rows(int thread, size_t n) {
   auto& v = rows_[static_cast<size_t>(thread)];
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+const uint16_t** AttentionScratch::rows_f16(int thread, size_t n) {
+  auto& v = rows_f16_[static_cast<size_t>(thread)];
   if (v.size() < n) v.resize(n);
   return v.data();
 }
@@ -102,8 +118,10 @@ void attention(const float* q, int64_t q_ld, const int32_t* positions, const std
     const int64_t heads = int64_t{task.kv_head1 - task.kv_head0} * (s.n_head / s.n_head_kv);
     const int64_t span = int64_t{max_pos} + 1;
     float* sc = scratch.scores(thread, static_cast<size_t>((task.t1 - task.t0) * heads * span));
-    const float** rows = scratch.rows(thread, static_cast<size_t>(span));
-    run_task(task, q, q_ld, positions, runs[task.run].kv, s, out, out_ld, sc, rows);
+    const KvView& kv = runs[task.run].kv;
+    const float** rows = kv.f16 ? nullptr : scratch.rows(thread, static_cast<size_t>(span));
+    const uint16_t** rows16 = kv.f16 ? scratch.rows_f16(thread, static_cast<size_t>(span)) : nullptr;
+    run_task(task, q, q_ld, positions, kv, s, out, out_ld, sc, rows, rows16);
   });
 }
 

@@ -17,17 +17,24 @@ struct AttentionShape {
   float scale = 1.0f;
 };
 
-// One sequence's cached keys and values in fixed-size blocks: position p's keys
-// (n_head_kv * head_dim_k values) start at k_blocks[p / block_size] + (p % block_size) * k_ld.
+// One sequence's cached keys and values in fixed-size blocks of f32 or f16 values:
+// position p's keys (n_head_kv * head_dim_k values) start k_ld values into row p % block_size
+// of block k_blocks[p / block_size].
 struct KvView {
-  const float* const* k_blocks;
-  const float* const* v_blocks;
+  const void* const* k_blocks;
+  const void* const* v_blocks;
   int64_t block_size;
   int64_t k_ld;
   int64_t v_ld;
+  bool f16 = false;
 
-  const float* k(int64_t p) const { return k_blocks[p / block_size] + (p % block_size) * k_ld; }
-  const float* v(int64_t p) const { return v_blocks[p / block_size] + (p % block_size) * v_ld; }
+  const void* k(int64_t p) const { return at(k_blocks, k_ld, p); }
+  const void* v(int64_t p) const { return at(v_blocks, v_ld, p); }
+
+ private:
+  const void* at(const void* const* blocks, int64_t ld, int64_t p) const {
+    return static_cast<const uint8_t*>(blocks[p / block_size]) + (p % block_size) * ld * (f16 ? 2 : 4);
+  }
 };
 
 // Batch rows [t0, t0 + n) belong to one sequence whose cache is `kv`.
@@ -50,16 +57,19 @@ class AttentionScratch {
     if (scores_.size() < static_cast<size_t>(n)) {
       scores_.resize(n);
       rows_.resize(n);
+      rows_f16_.resize(n);
     }
   }
   // Thread `thread`'s buffers of at least n scores / n cache row pointers.
   float* scores(int thread, size_t n);
   const float** rows(int thread, size_t n);
+  const uint16_t** rows_f16(int thread, size_t n);
 
  private:
   std::vector<Task> tasks_;
   std::vector<std::vector<float>> scores_;
   std::vector<std::vector<const float*>> rows_;
+  std::vector<std::vector<const uint16_t*>> rows_f16_;
 };
 
 // Query row t (q + t * q_ld, at position positions[t]) attends to its sequence's cached

@@ -25,6 +25,11 @@ struct DotKernels {
   // values, accumulated in registers; the same sums as axpy row by row).
   void (*weighted_rows)(const float* w, const float* const* rows, int64_t n_rows, int64_t offset, int64_t n,
                         float* out);
+  // The same over rows of f16 values (an f16 KV cache).
+  void (*dot_rows_f16)(const float* x, const uint16_t* const* rows, int64_t n_rows, int64_t offset, int64_t n,
+                       float scale, float* out);
+  void (*weighted_rows_f16)(const float* w, const uint16_t* const* rows, int64_t n_rows, int64_t offset, int64_t n,
+                            float* out);
 };
 
 // Best kernels for this CPU, chosen once; SY_ISA=scalar in the environment forces the

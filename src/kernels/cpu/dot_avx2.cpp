@@ -136,6 +136,29 @@ SY_AVX2 void weighted_rows(const float* w, const float* const* rows, int64_t n_r
   }
 }
 
+SY_AVX2 void dot_rows_f16(const float* x, const uint16_t* const* rows, int64_t n_rows, int64_t offset, int64_t n,
+                          float scale, float* out) {
+  for (int64_t r = 0; r < n_rows; ++r) out[r] = dot_f16(rows[r] + offset, x, n) * scale;
+}
+
+SY_AVX2 void weighted_rows_f16(const float* w, const uint16_t* const* rows, int64_t n_rows, int64_t offset, int64_t n,
+                               float* out) {
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    __m256 acc[8];
+    for (int j = 0; j < 8; ++j) acc[j] = _mm256_loadu_ps(out + i + 8 * j);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const __m256 wr = _mm256_set1_ps(w[r]);
+      const uint16_t* v = rows[r] + offset + i;
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(wr, load_f16(v + 8 * j), acc[j]);
+    }
+    for (int j = 0; j < 8; ++j) _mm256_storeu_ps(out + i + 8 * j, acc[j]);
+  }
+  for (int64_t r = 0; r < n_rows && i < n; ++r)
+    for (int64_t j = i; j < n; ++j) out[j] += w[r] * _cvtsh_ss(rows[r][offset + j]);
+}
+
 }  // namespace
 
 const DotKernels* dot_kernels_avx2() {
@@ -143,7 +166,8 @@ const DotKernels* dot_kernels_avx2() {
       !__builtin_cpu_supports("f16c")) {
     return nullptr;
   }
-  static const DotKernels k{"avx2", dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0, axpy, dot_rows, weighted_rows};
+  static const DotKernels k{"avx2", dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0, axpy, dot_rows, weighted_rows,
+                            dot_rows_f16, weighted_rows_f16};
   return &k;
 }
 

@@ -58,10 +58,22 @@ void weighted_rows(const float* w, const float* const* rows, int64_t n_rows, int
   for (int64_t r = 0; r < n_rows; ++r) axpy(w[r], rows[r] + offset, out, n);
 }
 
+void dot_rows_f16(const float* x, const uint16_t* const* rows, int64_t n_rows, int64_t offset, int64_t n, float scale,
+                  float* out) {
+  for (int64_t r = 0; r < n_rows; ++r) out[r] = dot_f16(rows[r] + offset, x, n) * scale;
+}
+
+void weighted_rows_f16(const float* w, const uint16_t* const* rows, int64_t n_rows, int64_t offset, int64_t n,
+                       float* out) {
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t i = 0; i < n; ++i) out[i] += w[r] * f16_to_f32(rows[r][offset + i]);
+}
+
 }  // namespace
 
 const DotKernels& dot_kernels_scalar() {
-  static const DotKernels k{"scalar", dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0, axpy, dot_rows, weighted_rows};
+  static const DotKernels k{"scalar", dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0, axpy, dot_rows, weighted_rows,
+                            dot_rows_f16, weighted_rows_f16};
   return k;
 }
 
