@@ -18,7 +18,10 @@ namespace sy {
 namespace {
 
 constexpr double kSharedFraction = 0.25;  // energy of the embeddings along the shared direction u
-constexpr double kHotBoost = 2.0;         // logit boost of the hottest expert per unit of skew (in std)
+// Near the top-k cut-off of Gaussian router logits, the log of an expert's selection
+// probability grows by about this much per std of logit boost (the Gaussian hazard at the
+// 1 - k/n quantile: ~1.6 for top-8 of 64).
+constexpr double kTailSlope = 1.6;
 constexpr int64_t kMaxDim = int64_t{1} << 30;
 
 // ---- deterministic counter-based random numbers --------------------------------------
@@ -207,7 +210,9 @@ std::shared_ptr<Generator> make_generator(const SynthOptions& o, ThreadPool& poo
     norm += double(g->u[j]) * g->u[j];
   }
   for (float& v : g->u) v = static_cast<float>(v / std::sqrt(norm));
-  // The expert of rank j gets a logit boost of kHotBoost*skew/(j+1) random-logit std:
+  // The expert of rank j gets a logit boost of skew * ln(n / (j + 1)) / kTailSlope std, so
+  // that selection frequency falls off roughly as 1 / (j + 1)^skew (a Zipf law, the long
+  // tail of expert popularity that trained MoE models show):
   // along * <u, x_norm> = boost * sqrt(1 - f), with <u, x_norm> ~ sqrt(f * n_embd).
   const double per_boost = std::sqrt((1.0 - kSharedFraction) / (kSharedFraction * double(d)));
   for (int il = 0; il < o.shape.n_layer; ++il) {
@@ -215,7 +220,8 @@ std::shared_ptr<Generator> make_generator(const SynthOptions& o, ThreadPool& poo
     if (o.router_skew > 0) {
       const std::vector<int> order = synth_hot_order(o, il);
       for (size_t rank = 0; rank < order.size(); ++rank) {
-        along[order[rank]] = static_cast<float>(kHotBoost * o.router_skew / double(rank + 1) * per_boost);
+        const double boost = o.router_skew * std::log(double(order.size()) / double(rank + 1)) / kTailSlope;
+        along[order[rank]] = static_cast<float>(boost * per_boost);
       }
     }
     g->along.push_back(std::move(along));

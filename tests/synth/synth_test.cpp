@@ -244,6 +244,8 @@ std::vector<int> expert_loads(const Model& m, const std::vector<int32_t>& tokens
   return load;
 }
 
+// Skew s makes expert popularity fall off with the expert's hot rank (roughly 1/rank^s):
+// the share of tokens that the hottest quarter of the experts receives grows with s.
 TEST(SynthRouting, SkewMakesTheHotExpertsWin) {
   for (int layers : {1, 4, 16}) {
     SCOPED_TRACE("layers " + std::to_string(layers));
@@ -254,29 +256,29 @@ TEST(SynthRouting, SkewMakesTheHotExpertsWin) {
     o.shape.n_expert_used = 2;
     o.shape.n_vocab = 2048;
     const std::vector<int32_t> tokens = spread_tokens(256, o.shape.n_vocab);
-    const double uniform = double(tokens.size()) * o.shape.n_expert_used / o.shape.n_expert;  // 32
+    const double total = double(tokens.size()) * o.shape.n_expert_used;
+    double previous = 0;
     for (double skew : {0.0, 0.5, 1.0}) {
       SCOPED_TRACE("skew " + std::to_string(skew));
       o.router_skew = skew;
       test::TempFile f;
       write(f.path(), o);
       const std::vector<int> load = expert_loads(*Model::load(f.path()), tokens);
-      const int max_load = *std::max_element(load.begin(), load.end());
-      const int hottest = synth_hot_order(o, layers - 1)[0];
-      std::string loads;
-      for (int l : load) loads += std::to_string(l) + " ";
-      std::printf("layers %d skew %.1f: loads %s(hottest expert %d: %.1fx uniform)\n", layers, skew,
-                  loads.c_str(), hottest, load[hottest] / uniform);
+      const std::vector<int> order = synth_hot_order(o, layers - 1);
+      double top = 0;
+      for (int r = 0; r < o.shape.n_expert / 4; ++r) top += load[order[r]];
+      const double share = top / total;
+      std::printf("layers %d skew %.1f: hottest quarter of the experts takes %.0f%% of the tokens\n", layers, skew,
+                  100 * share);
       if (skew == 0) {
-        // Near uniform: a multinomial with mean 32 per expert; measured max is 1.3-1.4x.
-        EXPECT_LT(max_load, 1.8 * uniform);
-      } else if (skew == 0.5) {
-        EXPECT_GT(load[hottest], 1.6 * uniform);  // measured 2.0-3.4x
+        EXPECT_LT(share, 0.40);  // uniform: 25% plus noise
       } else {
-        // The hottest expert wins top-2 for most tokens (measured 4.6-5.3x its uniform share).
-        EXPECT_EQ(load[hottest], max_load);
-        EXPECT_GT(load[hottest], 3.5 * uniform);
+        EXPECT_GT(share, previous + 0.05);
       }
+      if (skew == 1.0) {
+        EXPECT_GT(share, 0.45);  // a 1/rank law over 16 experts gives the top quarter 62%
+      }
+      previous = share;
     }
   }
 }
