@@ -20,6 +20,7 @@ struct ModelArgs {
   double capacity_factor = 1.0;
   std::string expert_cache, expert_policy = "eb-lfu", expert_profile;
   bool no_prefetch = false;
+  int prefetch_layers = 1;
   std::string kv_type = "f32";
 
   void add_to(CLI::App& app, bool with_moe = true);

@@ -33,6 +33,7 @@ struct TieredStoreOptions {
   int io_threads = 4;
   std::string profile;            // trace whose hottest experts (half of each layer's slots) are pinned
   bool predictive_prefetch = true;
+  int prefetch_layers = 1;  // how many MoE layers ahead to predict and load
 };
 
 // Parses an --expert-cache value: bytes ("123456"), with a unit ("512MB", "2GB", "1.5GiB"),

@@ -109,12 +109,12 @@ void Forward::ffn_block(int il, int64_t n) {
     profile_.ffn += now_seconds() - t0;
     return;
   }
-  NextLayerHint next;
-  if (prefetch_ && il + 1 < hp_.n_layer && hp_.layer_is_moe(il + 1)) {
-    next = {&model_.weights().layers[il + 1].router, il + 1};
+  next_.clear();
+  for (int ahead = 1; prefetch_ && ahead <= model_.prefetch_layers() && il + ahead < hp_.n_layer; ++ahead) {
+    if (hp_.layer_is_moe(il + ahead)) next_.push_back({&model_.weights().layers[il + ahead].router, il + ahead});
   }
   moe_stats_[il] = moe_.forward(h_.data(), n, d, L.router, router_rules_, model_.experts(), il,
-                                moe_opt_, ffn_out_.data(), d, pool_, next);
+                                moe_opt_, ffn_out_.data(), d, pool_, next_);
   const double t1 = now_seconds();
   profile_.moe += t1 - t0;
   if (!L.shared_expert.empty()) {

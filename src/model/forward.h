@@ -60,6 +60,7 @@ class Forward {
   std::vector<cpu::AttentionRun> attn_runs_;
   std::vector<std::vector<const void*>> kv_blocks_;  // per run: its block table as pointers
   cpu::AttentionScratch attn_scratch_;
+  std::vector<NextLayerHint> next_;  // layers whose experts this layer prefetches
   cpu::MatmulScratch scratch_;
   std::vector<cpu::MatmulTarget> qkv_ = std::vector<cpu::MatmulTarget>(3);
   MoeLayer moe_;

@@ -22,6 +22,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelOptions& 
     t.budget_bytes = parse_expert_cache_size(opt.expert_cache, m->all_expert_bytes());
     m->experts_ = std::make_unique<TieredExpertStore>(*m->file_, m->hp_, t);
     m->prefetch_ = t.predictive_prefetch;
+    m->prefetch_layers_ = t.prefetch_layers;
   } else {
     m->experts_ = ResidentExpertStore::from_gguf(*m->file_, m->hp_, m->arena_, pool);
   }

@@ -38,6 +38,8 @@ class Model {
   TieredExpertStore* tiered_experts() const { return dynamic_cast<TieredExpertStore*>(experts_.get()); }
   bool prefetch_enabled() const { return prefetch_; }
   DType kv_type() const { return kv_type_; }
+  // MoE layers ahead whose experts predictive prefetch starts loading.
+  int prefetch_layers() const { return prefetch_layers_; }
   // Bytes of all routed experts together.
   size_t all_expert_bytes() const;
   const Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -56,6 +58,7 @@ class Model {
   std::unique_ptr<Tokenizer> tokenizer_;
   bool prefetch_ = false;
   DType kv_type_ = DType::F32;
+  int prefetch_layers_ = 0;
 };
 
 }  // namespace sy

@@ -8,7 +8,7 @@ namespace sy {
 MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const WeightMatrix& router,
                                const RouterRules& rules, ExpertStore& store, int layer,
                                const MoeOptions& opt, float* out, int64_t out_ld, ThreadPool& pool,
-                               NextLayerHint next) {
+                               const std::vector<NextLayerHint>& next) {
   const int64_t d = router.cols;
   const int n_expert = rules.n_expert;
   MoeStepStats stats;
@@ -41,12 +41,12 @@ MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const Weig
   // has to load experts: then the resident ones run while the others load); experts
   // without rows are never acquired.
   store.plan_layer(layer, plan_.active, groups_);
-  if (next.router) {
+  for (const NextLayerHint& h : next) {
     // After plan_layer pinned this layer's experts, so the prefetch cannot evict them.
-    cpu::matmul(*next.router, {x, n, ld}, {logits_.data(), n_expert}, pool, scratch_);
+    cpu::matmul(*h.router, {x, n, ld}, {logits_.data(), n_expert}, pool, scratch_);
     route(logits_.data(), n_expert, n, rules, predicted_);
     build_dynamic_plan(predicted_, n_expert, predicted_plan_);
-    store.prefetch(next.layer, predicted_plan_.active);
+    store.prefetch(h.layer, predicted_plan_.active);
   }
   for (const auto& group : groups_) {
     jobs_.clear();

@@ -33,11 +33,11 @@ struct MoeStepStats {
   size_t expert_bytes_read = 0;
 };
 
-// The next MoE layer, for predictive prefetch: its router applied to this layer's input
-// guesses which of its experts the step will need, so a tiered store can start loading
-// them a layer early.
+// Later MoE layers, for predictive prefetch: their routers applied to this layer's input
+// guess which of their experts the step will need, so a tiered store can start loading
+// them early (the nearest layer first: its guess is the most accurate).
 struct NextLayerHint {
-  const WeightMatrix* router = nullptr;  // null: no prefetch
+  const WeightMatrix* router = nullptr;
   int layer = -1;
 };
 
@@ -47,7 +47,7 @@ class MoeLayer {
   MoeStepStats forward(const float* x, int64_t n, int64_t ld, const WeightMatrix& router,
                        const RouterRules& rules, ExpertStore& store, int layer,
                        const MoeOptions& opt, float* out, int64_t out_ld, ThreadPool& pool,
-                       NextLayerHint next = {});
+                       const std::vector<NextLayerHint>& next = {});
 
   const Routing& last_routing() const { return routing_; }
   const DispatchPlan& last_plan() const { return plan_; }
