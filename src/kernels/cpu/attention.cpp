@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/cpu/dot.h"
+#include "kernels/cpu/ops.h"
 
 namespace sy::cpu {
 namespace {
@@ -40,21 +41,10 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
       else k.dot_rows(qh, rows, n, off, s.head_dim_k, s.scale, score(t, h));
     }
   }
-  // Softmax per (row, head), sum in double as ggml; the weights are normalized in place.
+  // Softmax per (row, head): the weights are normalized in place.
   for (int64_t t = task.t0; t < task.t1; ++t) {
     const int64_t n_ctx = int64_t{positions[t]} + 1;
-    for (int h = h0; h < h1; ++h) {
-      float* w = score(t, h);
-      float max = -INFINITY;
-      for (int64_t p = 0; p < n_ctx; ++p) max = w[p] > max ? w[p] : max;
-      double sum = 0.0;
-      for (int64_t p = 0; p < n_ctx; ++p) {
-        w[p] = std::exp(w[p] - max);
-        sum += w[p];
-      }
-      const float inv = static_cast<float>(1.0 / sum);
-      for (int64_t p = 0; p < n_ctx; ++p) w[p] *= inv;
-    }
+    for (int h = h0; h < h1; ++h) softmax(score(t, h), n_ctx);
   }
   gather(false);
   for (int h = h0; h < h1; ++h) {

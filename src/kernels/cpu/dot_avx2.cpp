@@ -116,47 +116,33 @@ SY_AVX2 void dot_rows(const float* x, const float* const* rows, int64_t n_rows, 
   for (int64_t r = 0; r < n_rows; ++r) out[r] = dot_f32(x, rows[r] + offset, n) * scale;
 }
 
-SY_AVX2 void weighted_rows(const float* w, const float* const* rows, int64_t n_rows, int64_t offset, int64_t n,
-                           float* out) {
-  // 64 outputs at a time stay in 8 registers across all rows.
+SY_AVX2 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+SY_AVX2 inline __m256 load8(const uint16_t* p) { return load_f16(p); }
+SY_AVX2 inline float to_f32(float v) { return v; }
+SY_AVX2 inline float to_f32(uint16_t v) { return _cvtsh_ss(v); }
+
+// Rows of float or f16 values: 64 outputs at a time stay in 8 registers across all rows.
+template <class T>
+SY_AVX2 void weighted_rows(const float* w, const T* const* rows, int64_t n_rows, int64_t offset, int64_t n, float* out) {
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
     __m256 acc[8];
     for (int j = 0; j < 8; ++j) acc[j] = _mm256_loadu_ps(out + i + 8 * j);
     for (int64_t r = 0; r < n_rows; ++r) {
       const __m256 wr = _mm256_set1_ps(w[r]);
-      const float* v = rows[r] + offset + i;
+      const T* v = rows[r] + offset + i;
 #pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(wr, _mm256_loadu_ps(v + 8 * j), acc[j]);
+      for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(wr, load8(v + 8 * j), acc[j]);
     }
     for (int j = 0; j < 8; ++j) _mm256_storeu_ps(out + i + 8 * j, acc[j]);
   }
-  if (i < n) {
-    for (int64_t r = 0; r < n_rows; ++r) axpy(w[r], rows[r] + offset + i, out + i, n - i);
-  }
+  for (int64_t r = 0; r < n_rows && i < n; ++r)
+    for (int64_t j = i; j < n; ++j) out[j] += w[r] * to_f32(rows[r][offset + j]);
 }
 
 SY_AVX2 void dot_rows_f16(const float* x, const uint16_t* const* rows, int64_t n_rows, int64_t offset, int64_t n,
                           float scale, float* out) {
   for (int64_t r = 0; r < n_rows; ++r) out[r] = dot_f16(rows[r] + offset, x, n) * scale;
-}
-
-SY_AVX2 void weighted_rows_f16(const float* w, const uint16_t* const* rows, int64_t n_rows, int64_t offset, int64_t n,
-                               float* out) {
-  int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    __m256 acc[8];
-    for (int j = 0; j < 8; ++j) acc[j] = _mm256_loadu_ps(out + i + 8 * j);
-    for (int64_t r = 0; r < n_rows; ++r) {
-      const __m256 wr = _mm256_set1_ps(w[r]);
-      const uint16_t* v = rows[r] + offset + i;
-#pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(wr, load_f16(v + 8 * j), acc[j]);
-    }
-    for (int j = 0; j < 8; ++j) _mm256_storeu_ps(out + i + 8 * j, acc[j]);
-  }
-  for (int64_t r = 0; r < n_rows && i < n; ++r)
-    for (int64_t j = i; j < n; ++j) out[j] += w[r] * _cvtsh_ss(rows[r][offset + j]);
 }
 
 }  // namespace
@@ -166,8 +152,8 @@ const DotKernels* dot_kernels_avx2() {
       !__builtin_cpu_supports("f16c")) {
     return nullptr;
   }
-  static const DotKernels k{"avx2", dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0, axpy, dot_rows, weighted_rows,
-                            dot_rows_f16, weighted_rows_f16};
+  static const DotKernels k{"avx2", dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0, axpy, dot_rows, weighted_rows<float>,
+                            dot_rows_f16, weighted_rows<uint16_t>};
   return &k;
 }
 
