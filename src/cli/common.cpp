@@ -24,6 +24,8 @@ void ModelArgs::add_to(CLI::App& app, bool with_moe) {
       ->check(CLI::IsMember(online_policy_names()));
   app.add_option("--expert-profile", expert_profile, "Trace (--trace-experts) whose hottest experts stay pinned in the cache");
   app.add_flag("--no-prefetch", no_prefetch, "Do not prefetch the next layers' predicted experts");
+  app.add_option("--io-threads", io_threads, "Threads reading experts from the file (expert cache only)")
+      ->check(CLI::Range(1, 64));
   app.add_option("--prefetch-layers", prefetch_layers,
                  "MoE layers ahead whose predicted experts start loading early (expert cache only)")
       ->check(CLI::Range(1, 8));
@@ -36,6 +38,7 @@ ModelOptions ModelArgs::model_options() const {
   o.tiered.profile = expert_profile;
   o.tiered.predictive_prefetch = !no_prefetch;
   o.tiered.prefetch_layers = prefetch_layers;
+  o.tiered.io_threads = io_threads;
   o.kv_type = kv_type == "f16" ? DType::F16 : DType::F32;
   return o;
 }

@@ -21,6 +21,7 @@ struct ModelArgs {
   std::string expert_cache, expert_policy = "eb-lfu", expert_profile;
   bool no_prefetch = false;
   int prefetch_layers = 1;
+  int io_threads = 8;
   std::string kv_type = "f32";
 
   void add_to(CLI::App& app, bool with_moe = true);

@@ -47,10 +47,11 @@ const uint8_t* DirectReader::read(uint8_t* buf, uint64_t offset, size_t len) con
   return buf + (offset - start);
 }
 
-void DirectReader::submit(std::function<void()> job) {
+void DirectReader::submit(std::function<void()> job, bool urgent) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(job));
+    if (urgent) queue_.push_front(std::move(job));
+    else queue_.push_back(std::move(job));
   }
   cv_.notify_one();
 }

@@ -29,8 +29,8 @@ class DirectReader {
   // Reads [offset, offset + len) into `buf` (kAlign-aligned, span_bytes(len) long) and
   // returns where the bytes start inside it. Runs on the calling thread; throws sy::Error.
   const uint8_t* read(uint8_t* buf, uint64_t offset, size_t len) const;
-  // Runs `job` on an I/O thread.
-  void submit(std::function<void()> job);
+  // Runs `job` on an I/O thread; an urgent job goes ahead of those already queued.
+  void submit(std::function<void()> job, bool urgent = false);
 
   bool direct() const { return direct_; }
   const std::string& path() const { return path_; }

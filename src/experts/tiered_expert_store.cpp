@@ -111,6 +111,9 @@ TieredExpertStore::TieredExpertStore(const GgufFile& f, const HParams& hp, const
     for (int i = 0; i < 3; ++i) {
       const size_t len = sources_[0].m[i].bytes();
       s.buf[i] = arena_.allocate(DirectReader::span_bytes(len), DirectReader::kAlign);
+      // Fault the pages in now: a first load into a fresh slot would otherwise pay the
+      // kernel's zeroing of its pages on the hot path.
+      for (size_t off = 0; off < DirectReader::span_bytes(len); off += 4096) static_cast<volatile uint8_t*>(s.buf[i])[off] = 0;
     }
   }
   slot_of_.assign(n_units, -1);
@@ -174,48 +177,70 @@ int TieredExpertStore::claim_slot(int unit) {
   return slot;
 }
 
-void TieredExpertStore::load(int slot) {
+bool TieredExpertStore::load_part(int slot, int i, WeightMatrix& out) {
   Slot& s = slots_[slot];
   const Source& src = sources_[s.unit];
-  const double t0 = now_seconds();
-  FfnWeights w;
-  std::string error;
   try {
-    WeightMatrix* out[3] = {&w.gate, &w.up, &w.down};
-    for (int i = 0; i < 3; ++i) {
-      *out[i] = src.m[i];
-      out[i]->data = reader_->read(s.buf[i], src.offset[i], src.m[i].bytes());
-      // The same layout the resident store uses, so results are bit-identical.
-      if (cpu::packing_enabled() && cpu::packable(out[i]->dtype) && cpu::packed_groups(out[i]->cols) > 0) {
-        auto* p = const_cast<uint8_t*>(out[i]->data);
-        for (int64_t r = 0; r < out[i]->rows; ++r) cpu::pack_row(out[i]->dtype, p + r * out[i]->row_bytes(), p + r * out[i]->row_bytes(), out[i]->cols);
-        out[i]->packed = true;
-      }
+    out = src.m[i];
+    out.data = reader_->read(s.buf[i], src.offset[i], src.m[i].bytes());
+    // The same layout the resident store uses, so results are bit-identical.
+    if (cpu::packing_enabled() && cpu::packable(out.dtype) && cpu::packed_groups(out.cols) > 0) {
+      auto* p = const_cast<uint8_t*>(out.data);
+      for (int64_t r = 0; r < out.rows; ++r) cpu::pack_row(out.dtype, p + r * out.row_bytes(), p + r * out.row_bytes(), out.cols);
+      out.packed = true;
     }
+    return true;
   } catch (const std::exception& e) {
-    error = e.what();
-  }
-  const double t1 = now_seconds();
-  {
     std::lock_guard<std::mutex> lock(mu_);
-    s.w = w;
-    s.error = error;
-    s.state = error.empty() ? State::Ready : State::Failed;
-    stats_.read_seconds += t1 - t0;
-    stats_.bytes_read += static_cast<int64_t>(w.bytes());
-    stats_.loads++;
-    ready_.notify_all();
+    if (s.error.empty()) s.error = e.what();
+    return false;
   }
 }
 
-void TieredExpertStore::start_load(int slot, bool async) {
-  slots_[slot].state = State::Loading;
-  if (async) {
-    reader_->submit([this, slot] { load(slot); });
-  } else {
+void TieredExpertStore::finish_part(int slot, double seconds) {
+  // Called with mu_ held, once per tensor; the last one publishes the slot.
+  Slot& s = slots_[slot];
+  stats_.read_seconds += seconds;
+  if (--s.parts_left > 0) return;
+  s.state = s.error.empty() ? State::Ready : State::Failed;
+  stats_.bytes_read += static_cast<int64_t>(s.w.bytes());
+  stats_.loads++;
+  ready_.notify_all();
+}
+
+void TieredExpertStore::start_load(int slot, Load how) {
+  Slot& s = slots_[slot];
+  s.state = State::Loading;
+  s.error.clear();
+  s.parts_left = 3;
+  WeightMatrix* parts[3] = {&s.w.gate, &s.w.up, &s.w.down};
+  if (how == Load::Now) {
     mu_.unlock();
-    load(slot);
+    WeightMatrix got[3];
+    const double t0 = now_seconds();
+    for (int i = 0; i < 3; ++i) load_part(slot, i, got[i]);
+    const double dt = now_seconds() - t0;
     mu_.lock();
+    for (int i = 0; i < 3; ++i) {
+      *parts[i] = got[i];
+      finish_part(slot, i == 0 ? dt : 0.0);
+    }
+    return;
+  }
+  // Gate, up and down load as three jobs so that one expert keeps three reads in flight;
+  // the loads a layer is waiting for go ahead of prefetches.
+  for (int i = 0; i < 3; ++i) {
+    reader_->submit(
+        [this, slot, i, part = parts[i]] {
+          WeightMatrix got;
+          const double t0 = now_seconds();
+          load_part(slot, i, got);
+          const double dt = now_seconds() - t0;
+          std::lock_guard<std::mutex> lock(mu_);
+          *part = got;
+          finish_part(slot, dt);
+        },
+        how == Load::Urgent);
   }
 }
 
@@ -268,7 +293,7 @@ void TieredExpertStore::plan_layer(int layer, const std::vector<int32_t>& expert
     Slot& s = slots_[slot];
     if (s.pins++ == 0) pinned_++;
     planned_[u] = 1;
-    start_load(slot, true);
+    start_load(slot, Load::Urgent);
     loading.push_back(experts[i]);
   }
   groups.clear();
@@ -295,7 +320,7 @@ FfnWeights TieredExpertStore::acquire(int layer, int expert) {
         if (!loading) throw Error("expert store: every slot of layer " + std::to_string(layer) + " is in use (release experts before acquiring more)");
         ready_.wait(lock);
       }
-      start_load(slot, false);
+      start_load(slot, Load::Now);
     }
     if (slots_[slot].pins++ == 0) pinned_++;
     planned_[u] = 1;
@@ -323,7 +348,7 @@ void TieredExpertStore::prefetch(int layer, const std::vector<int32_t>& experts)
     if (slot < 0) return;
     prefetched_[u] = 1;
     stats_.prefetch_issued++;
-    start_load(slot, true);
+    start_load(slot, Load::Background);
   }
 }
 
@@ -352,7 +377,7 @@ void TieredExpertStore::pin_profile(const std::string& path, int n_pin) {
       slots_[slot].permanent = true;
       slots_[slot].pins = 1;
       pinned_++;
-      start_load(slot, true);
+      start_load(slot, Load::Urgent);
     }
   }
   ready_.wait(lock, [&] {

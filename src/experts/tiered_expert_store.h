@@ -30,7 +30,7 @@ struct HParams;
 struct TieredStoreOptions {
   size_t budget_bytes = 0;        // RAM for resident experts
   std::string policy = "eb-lfu";
-  int io_threads = 4;
+  int io_threads = 8;  // random ~1 MiB O_DIRECT reads here: 12 in flight read 1.3-1.5x faster than 4
   std::string profile;            // trace whose hottest experts (half of each layer's slots) are pinned
   bool predictive_prefetch = true;
   int prefetch_layers = 1;  // how many MoE layers ahead to predict and load
@@ -80,6 +80,7 @@ class TieredExpertStore : public ExpertStore {
     State state = State::Empty;
     int pins = 0;
     bool permanent = false;
+    int parts_left = 0;  // tensors still loading
     FfnWeights w;
     std::string error;
   };
@@ -89,8 +90,12 @@ class TieredExpertStore : public ExpertStore {
   int unit_of(int layer, int expert) const;
   // A slot for `unit`, evicting by policy among unpinned slots; -1 if every slot is pinned.
   int claim_slot(int unit);
-  void start_load(int slot, bool async);
-  void load(int slot);
+  enum class Load { Now, Urgent, Background };  // on this thread; I/O threads, first or last
+  // Call with mu_ held; Load::Now releases it while reading.
+  void start_load(int slot, Load how);
+  // Reads and packs tensor i (gate, up, down) of the slot's expert; false on error.
+  bool load_part(int slot, int i, WeightMatrix& out);
+  void finish_part(int slot, double seconds);
   void wait_ready(int slot, std::unique_lock<std::mutex>& lock);
   void pin_profile(const std::string& path, int n_pin);
 

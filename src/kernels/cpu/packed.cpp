@@ -11,22 +11,26 @@
 namespace sy::cpu {
 namespace {
 
-void pack_group_q4_0(const BlockQ4_0* b, uint8_t* g) {
+// Word m of every block's quants into vector m: a transpose of 8 blocks x 4 (Q4_0) or
+// 8 (Q8_0) 4-byte words, done word by word (loads and stores the compiler keeps in
+// registers; the tiered expert store packs every expert it reads this way).
+template <int Words, uint32_t Flip, class Block>
+void pack_group(const Block* b, uint8_t* g) {
   auto* scales = reinterpret_cast<uint16_t*>(g);
-  for (int i = 0; i < kGroupBlocks; ++i) scales[i] = b[i].d;
-  uint8_t* q = g + 16;
-  for (int m = 0; m < 4; ++m)
-    for (int i = 0; i < kGroupBlocks; ++i) std::memcpy(q + 32 * m + 4 * i, b[i].q + 4 * m, 4);
+  uint32_t w[kGroupBlocks][Words];
+  for (int i = 0; i < kGroupBlocks; ++i) {
+    scales[i] = b[i].d;
+    std::memcpy(w[i], b[i].q, sizeof w[i]);
+  }
+  uint32_t out[Words][kGroupBlocks];
+  for (int m = 0; m < Words; ++m)
+    for (int i = 0; i < kGroupBlocks; ++i) out[m][i] = w[i][m] ^ Flip;
+  std::memcpy(g + 16, out, sizeof out);
 }
 
-void pack_group_q8_0(const BlockQ8_0* b, uint8_t* g) {
-  auto* scales = reinterpret_cast<uint16_t*>(g);
-  for (int i = 0; i < kGroupBlocks; ++i) scales[i] = b[i].d;
-  uint8_t* q = g + 16;
-  for (int m = 0; m < 8; ++m)
-    for (int i = 0; i < kGroupBlocks; ++i)
-      for (int k = 0; k < 4; ++k) q[32 * m + 4 * i + k] = static_cast<uint8_t>(b[i].q[4 * m + k]) ^ 0x80;
-}
+void pack_group_q4_0(const BlockQ4_0* b, uint8_t* g) { pack_group<4, 0u>(b, g); }
+// Q8_0 quants biased to unsigned: x ^ 0x80 is x + 128 for int8 x.
+void pack_group_q8_0(const BlockQ8_0* b, uint8_t* g) { pack_group<8, 0x80808080u>(b, g); }
 
 // Value j (0..31) of block i in a packed group, as the integer quant (signed).
 int quant_q4_0(const uint8_t* g, int i, int j) {
