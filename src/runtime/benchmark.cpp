@@ -192,11 +192,14 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
     f.reset_profile();
     const ExpertStoreStats before = tiered ? tiered->stats() : ExpertStoreStats{};
     const auto t0 = Clock::now();
+    std::vector<double> step_seconds;
     for (int step = 0; step < opt.gen; ++step) {
+      const auto ts = Clock::now();
       b.clear();
       for (int s = 0; s < B; ++s) b.add(next[s], opt.batch_prompt + step, s, true);
       f.run(b, cache, logits);
       for (int s = 0; s < B; ++s) next[s] = argmax(logits.data() + static_cast<size_t>(s) * h.n_vocab, h.n_vocab);
+      step_seconds.push_back(seconds_since(ts));
       for (const MoeStepStats& st : f.moe_stats()) {
         expert_bytes += static_cast<double>(st.expert_bytes_read);
         active += static_cast<double>(st.active_experts);
@@ -211,6 +214,12 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
                 {"active_experts_per_moe_layer", h.is_moe() ? active / opt.gen / moe_layers : 0.0},
                 {"achieved_gbps", gbps}, {"percent_of_bandwidth", 100.0 * gbps / bw}};
     row["time_split_ms_per_step"] = split_json(f.profile());
+    // The median step is steadier than the mean on a shared machine, where a neighbour's
+    // burst slows a few steps a lot.
+    std::nth_element(step_seconds.begin(), step_seconds.begin() + step_seconds.size() / 2, step_seconds.end());
+    const double median = step_seconds[step_seconds.size() / 2];
+    row["median_step_ms"] = 1e3 * median;
+    row["tokens_per_s_at_median_step"] = B / median;
     if (tiered) {
       const ExpertStoreStats& a = tiered->stats();
       // Hits that a prefetch brought in count as prefetched, not as cache hits.
@@ -231,7 +240,8 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
           " MB read per token at " + std::to_string(read / s / 1e9) + " GB/s (disk bound " + std::to_string(disk_bound_tps) + " tokens/s)");
     }
     out["decode"].push_back(row);
-    log("  batch " + std::to_string(B) + ": " + std::to_string(B * opt.gen / s) + " tokens/s, " +
+    log("  batch " + std::to_string(B) + ": " + std::to_string(B * opt.gen / s) + " tokens/s (" +
+        std::to_string(B / median) + " at the median step), " +
         std::to_string(bytes_per_step / 1e9) + " GB touched per step, " + std::to_string(gbps) + " GB/s (" +
         std::to_string(100.0 * gbps / bw) + "% of measured bandwidth); per step: " + split_text(f.profile()));
   }
