@@ -10,6 +10,10 @@ namespace {
 constexpr size_t kHugePage = size_t{2} << 20;
 }  // namespace
 
+void touch_pages(void* p, size_t bytes) {
+  for (size_t off = 0; off < bytes; off += 4096) static_cast<volatile uint8_t*>(p)[off] = 0;
+}
+
 HugePageMemory::HugePageMemory(size_t bytes, bool prefault) {
   if (bytes == 0) return;
   const size_t size = (bytes + kHugePage - 1) / kHugePage * kHugePage;
@@ -24,9 +28,7 @@ HugePageMemory::HugePageMemory(size_t bytes, bool prefault) {
   ::madvise(base, size, MADV_HUGEPAGE);  // a hint: ignored where THP is off
   data_ = base;
   size_ = size;
-  if (prefault) {
-    for (size_t off = 0; off < size; off += 4096) static_cast<volatile uint8_t*>(base)[off] = 0;
-  }
+  if (prefault) touch_pages(base, size);
 }
 
 HugePageMemory::~HugePageMemory() {

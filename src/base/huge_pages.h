@@ -8,6 +8,9 @@
 
 namespace sy {
 
+// Faults in every page of [p, p + bytes) now (writes a zero byte per 4 KiB page).
+void touch_pages(void* p, size_t bytes);
+
 class HugePageMemory {
  public:
   HugePageMemory() = default;

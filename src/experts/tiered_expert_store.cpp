@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "base/error.h"
+#include "base/huge_pages.h"
 #include "experts/trace.h"
 #include "formats/gguf_reader.h"
 #include "kernels/cpu/packed.h"
@@ -113,7 +114,7 @@ TieredExpertStore::TieredExpertStore(const GgufFile& f, const HParams& hp, const
       s.buf[i] = arena_.allocate(DirectReader::span_bytes(len), DirectReader::kAlign);
       // Fault the pages in now: a first load into a fresh slot would otherwise pay the
       // kernel's zeroing of its pages on the hot path.
-      for (size_t off = 0; off < DirectReader::span_bytes(len); off += 4096) static_cast<volatile uint8_t*>(s.buf[i])[off] = 0;
+      touch_pages(s.buf[i], DirectReader::span_bytes(len));
     }
   }
   slot_of_.assign(n_units, -1);

@@ -36,8 +36,7 @@ RouterRules router_rules(const HParams& hp) {
 }
 
 Forward::Forward(const Model& model, ThreadPool& pool, MoeOptions moe)
-    : model_(model), hp_(model.hparams()), pool_(pool), moe_opt_(moe), router_rules_(router_rules(hp_)),
-      prefetch_(model.tiered_experts() != nullptr && model.prefetch_enabled()) {
+    : model_(model), hp_(model.hparams()), pool_(pool), moe_opt_(moe), router_rules_(router_rules(hp_)) {
   moe_stats_.resize(hp_.n_layer);
 }
 
@@ -110,7 +109,7 @@ void Forward::ffn_block(int il, int64_t n) {
     return;
   }
   next_.clear();
-  for (int ahead = 1; prefetch_ && ahead <= model_.prefetch_layers() && il + ahead < hp_.n_layer; ++ahead) {
+  for (int ahead = 1; ahead <= model_.prefetch_layers() && il + ahead < hp_.n_layer; ++ahead) {
     if (hp_.layer_is_moe(il + ahead)) next_.push_back({&model_.weights().layers[il + ahead].router, il + ahead});
   }
   moe_stats_[il] = moe_.forward(h_.data(), n, d, L.router, router_rules_, model_.experts(), il,

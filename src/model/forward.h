@@ -54,7 +54,6 @@ class Forward {
   ThreadPool& pool_;
   MoeOptions moe_opt_;
   RouterRules router_rules_;
-  bool prefetch_;  // predictive prefetch of the next layer's experts
 
   std::vector<float> x_, h_, q_, k_, v_, attn_, proj_, ffn_out_, shared_out_, shared_gate_;
   std::vector<cpu::AttentionRun> attn_runs_;

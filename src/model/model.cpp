@@ -1,6 +1,5 @@
 #include "model/model.h"
 
-#include "base/error.h"
 #include "kernels/cpu/weight_prep.h"
 
 namespace sy {
@@ -11,18 +10,14 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelOptions& 
   m->hp_ = HParams::from_gguf(*m->file_);
   m->weights_ = ModelWeights::bind(*m->file_, m->hp_);
   m->tokenizer_ = Tokenizer::from_gguf(*m->file_);
-  if (opt.kv_type != DType::F32 && opt.kv_type != DType::F16) {
-    throw Error("KV cache type " + dtype_name(opt.kv_type) + " is not supported; use f32 or f16");
-  }
-  m->kv_type_ = opt.kv_type;
+  m->kv_type_ = opt.kv_type;  // KvCache rejects types it cannot hold
   ThreadPool pool(ThreadPool::default_threads());
   m->prepare_weights(pool);
   if (!opt.expert_cache.empty() && m->hp_.is_moe()) {
     TieredStoreOptions t = opt.tiered;
     t.budget_bytes = parse_expert_cache_size(opt.expert_cache, m->all_expert_bytes());
     m->experts_ = std::make_unique<TieredExpertStore>(*m->file_, m->hp_, t);
-    m->prefetch_ = t.predictive_prefetch;
-    m->prefetch_layers_ = t.prefetch_layers;
+    m->prefetch_layers_ = t.predictive_prefetch ? t.prefetch_layers : 0;
   } else {
     m->experts_ = ResidentExpertStore::from_gguf(*m->file_, m->hp_, m->arena_, pool);
   }

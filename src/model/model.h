@@ -36,9 +36,9 @@ class Model {
   ExpertStore& experts() const { return *experts_; }
   // The expert-buffering store, or null when every expert is resident.
   TieredExpertStore* tiered_experts() const { return dynamic_cast<TieredExpertStore*>(experts_.get()); }
-  bool prefetch_enabled() const { return prefetch_; }
   DType kv_type() const { return kv_type_; }
-  // MoE layers ahead whose experts predictive prefetch starts loading.
+  // MoE layers ahead whose experts predictive prefetch starts loading (0: none; only
+  // with the expert-buffering store).
   int prefetch_layers() const { return prefetch_layers_; }
   // Bytes of all routed experts together.
   size_t all_expert_bytes() const;
@@ -56,7 +56,6 @@ class Model {
   ModelWeights weights_;
   std::unique_ptr<ExpertStore> experts_;
   std::unique_ptr<Tokenizer> tokenizer_;
-  bool prefetch_ = false;
   DType kv_type_ = DType::F32;
   int prefetch_layers_ = 0;
 };

@@ -12,14 +12,11 @@ namespace {
 constexpr int64_t kRowsPerTask = 8;  // query rows sharing one walk over the cache
 
 void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, const int32_t* positions,
-              const KvView& kv, const AttentionShape& s, float* out, int64_t out_ld, float* sc,
+              const KvView& kv, const AttentionShape& s, float* out, int64_t out_ld, int64_t span, float* sc,
               const float** rows, const uint16_t** rows16) {
   const DotKernels& k = dot_kernels();
   const int group = s.n_head / s.n_head_kv;
   const int h0 = task.kv_head0 * group, h1 = task.kv_head1 * group, nh = h1 - h0;
-  int32_t max_pos = 0;
-  for (int64_t t = task.t0; t < task.t1; ++t) max_pos = std::max(max_pos, positions[t]);
-  const int64_t span = int64_t{max_pos} + 1;
   auto score = [&](int64_t t, int h) { return sc + ((t - task.t0) * nh + (h - h0)) * span; };
 
   // Head by head, so that a head's slice of the cache is reused from cache by every row.
@@ -111,7 +108,7 @@ void attention(const float* q, int64_t q_ld, const int32_t* positions, const std
     const KvView& kv = runs[task.run].kv;
     const float** rows = kv.f16 ? nullptr : scratch.rows(thread, static_cast<size_t>(span));
     const uint16_t** rows16 = kv.f16 ? scratch.rows_f16(thread, static_cast<size_t>(span)) : nullptr;
-    run_task(task, q, q_ld, positions, kv, s, out, out_ld, sc, rows, rows16);
+    run_task(task, q, q_ld, positions, kv, s, out, out_ld, span, sc, rows, rows16);
   });
 }
 
