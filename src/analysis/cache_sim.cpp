@@ -56,7 +56,7 @@ CacheSimResult simulate_cache(const Trace& t, const std::string& policy, CacheSc
       }
       cache.note_demand(units);
       for (int u : units) {
-        const bool hit = cache.access(u).hit;
+        const bool hit = cache.access(u, c[u - l * n_expert]).hit;
         ++r.layer_requests[l];
         r.layer_misses[l] += hit ? 0 : 1;
       }

@@ -24,9 +24,9 @@ double LfuDecayPolicy::score(int unit) const {
   return score_[unit] * std::pow(decay_, static_cast<double>(step_ - scored_at_[unit]));
 }
 
-// One count per step that uses the unit (a unit is requested at most once per step).
-void LfuDecayPolicy::on_access(int unit, bool) {
-  score_[unit] = score(unit) + 1.0;
+// A unit is requested at most once per step and layer, with its token count.
+void LfuDecayPolicy::on_access(int unit, bool, double tokens) {
+  score_[unit] = score(unit) + tokens;
   scored_at_[unit] = step_;
   last_use_[unit] = tick_++;
 }
@@ -52,7 +52,7 @@ void ExpertBufferingPolicy::note_demand(std::span<const int> units) {
   for (int u : units) demanded_in_[u] = step_;
 }
 
-void ExpertBufferingPolicy::on_access(int unit, bool hit) {
+void ExpertBufferingPolicy::on_access(int unit, bool hit, double) {
   if (!hit) loaded_at_[unit] = tick_;
   ++tick_;
 }
@@ -77,9 +77,9 @@ void BatchAwareLfuPolicy::note_demand(std::span<const int> units) {
   eb_.note_demand(units);
 }
 
-void BatchAwareLfuPolicy::on_access(int unit, bool hit) {
-  lfu_.on_access(unit, hit);
-  eb_.on_access(unit, hit);
+void BatchAwareLfuPolicy::on_access(int unit, bool hit, double tokens) {
+  lfu_.on_access(unit, hit, tokens);
+  eb_.on_access(unit, hit, tokens);
 }
 
 int BatchAwareLfuPolicy::victim(std::span<const int> resident) {
@@ -103,7 +103,7 @@ BeladyPolicy::BeladyPolicy(int n_units, const std::vector<int>& requests)
   }
 }
 
-void BeladyPolicy::on_access(int unit, bool) {
+void BeladyPolicy::on_access(int unit, bool, double) {
   if (pos_ >= static_cast<int64_t>(requests_.size()) || requests_[pos_] != unit) {
     throw Error("belady: access " + std::to_string(pos_) + " to unit " + std::to_string(unit) +
                 " does not follow the request sequence the policy was built from");
@@ -132,13 +132,13 @@ ExpertCache::ExpertCache(int n_layers, int n_expert, CacheScope scope, int capac
   if (!policy_) throw Error("expert cache: no eviction policy");
 }
 
-ExpertCache::Access ExpertCache::access(int unit) {
+ExpertCache::Access ExpertCache::access(int unit, double tokens) {
   if (unit < 0 || unit >= n_units())
     throw Error("expert cache: unit " + std::to_string(unit) + " is out of range");
   Access a;
   if (slot_[unit] >= 0) {
     a.hit = true;
-    policy_->on_access(unit, true);
+    policy_->on_access(unit, true, tokens);
     return a;
   }
   std::vector<int>& pool = pools_[scope_ == CacheScope::PerLayer ? unit / n_expert_ : 0];
@@ -156,7 +156,7 @@ ExpertCache::Access ExpertCache::access(int unit) {
   }
   slot_[unit] = static_cast<int>(pool.size());
   pool.push_back(unit);
-  policy_->on_access(unit, false);
+  policy_->on_access(unit, false, tokens);
   return a;
 }
 

@@ -6,7 +6,9 @@
 // drives the same classes from live routing.
 //
 // Protocol per forward step: begin_step(); then per MoE layer, in execution order,
-// note_demand(the layer's experts with tokens) followed by access() of each of them.
+// note_demand(the layer's experts with tokens) followed by access() of each of them,
+// weighted by the tokens the expert received this step. A prefetch is an access of
+// weight 0: the unit is loaded, but nothing has used it yet.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +26,9 @@ class EvictionPolicy {
   virtual void begin_step() {}
   // The current batch routes to `units` (one layer's set, announced before its accesses).
   virtual void note_demand(std::span<const int> units) { (void)units; }
-  // `unit` was requested: a hit, or a miss after which it was loaded.
-  virtual void on_access(int unit, bool hit) = 0;
+  // `unit` was requested by `tokens` tokens (0: a prefetch): a hit, or a miss after which
+  // it was loaded.
+  virtual void on_access(int unit, bool hit, double tokens) = 0;
   virtual void on_evict(int unit) { (void)unit; }
   // The unit of `resident` (a full pool; never empty) to evict.
   virtual int victim(std::span<const int> resident) = 0;
@@ -36,7 +39,7 @@ class LruPolicy : public EvictionPolicy {
  public:
   explicit LruPolicy(int n_units) : last_use_(n_units, -1) {}
   std::string name() const override { return "lru"; }
-  void on_access(int unit, bool) override { last_use_[unit] = tick_++; }
+  void on_access(int unit, bool, double) override { last_use_[unit] = tick_++; }
   int victim(std::span<const int> resident) override;
 
  private:
@@ -45,14 +48,16 @@ class LruPolicy : public EvictionPolicy {
 };
 
 // Least frequently used, with frequencies decaying by `decay` per step so that old
-// popularity fades: score = sum over past steps s that used the unit of decay^(now - s).
-// Ties go to the least recently used.
+// popularity fades: score = sum over past steps s of tokens_s(unit) * decay^(now - s).
+// Counting tokens, not steps, lets one batched step (a prefill: every expert busy) say
+// how popular each expert is instead of making them all equal; single-token steps count
+// 1 per use either way. Ties go to the least recently used.
 class LfuDecayPolicy : public EvictionPolicy {
  public:
   LfuDecayPolicy(int n_units, double decay);
   std::string name() const override { return "lfu-decay"; }
   void begin_step() override { ++step_; }
-  void on_access(int unit, bool hit) override;
+  void on_access(int unit, bool hit, double tokens) override;
   void on_evict(int unit) override;
   int victim(std::span<const int> resident) override;
   double score(int unit) const;
@@ -75,7 +80,7 @@ class ExpertBufferingPolicy : public EvictionPolicy {
   std::string name() const override { return "expert-buffering"; }
   void begin_step() override { ++step_; }
   void note_demand(std::span<const int> units) override;
-  void on_access(int unit, bool hit) override;
+  void on_access(int unit, bool hit, double tokens) override;
   int victim(std::span<const int> resident) override;
 
  private:
@@ -96,7 +101,7 @@ class BatchAwareLfuPolicy : public EvictionPolicy {
   std::string name() const override { return "eb-lfu"; }
   void begin_step() override;
   void note_demand(std::span<const int> units) override;
-  void on_access(int unit, bool hit) override;
+  void on_access(int unit, bool hit, double tokens) override;
   int victim(std::span<const int> resident) override;
 
  private:
@@ -114,7 +119,7 @@ class BeladyPolicy : public EvictionPolicy {
  public:
   BeladyPolicy(int n_units, const std::vector<int>& requests);
   std::string name() const override { return "belady"; }
-  void on_access(int unit, bool hit) override;
+  void on_access(int unit, bool hit, double tokens) override;
   int victim(std::span<const int> resident) override;
 
  private:
@@ -143,7 +148,9 @@ class ExpertCache {
   };
   void begin_step() { policy_->begin_step(); }
   void note_demand(std::span<const int> units) { policy_->note_demand(units); }
-  Access access(int unit);
+  // A use of `unit` by `tokens` tokens this step (0: a prefetch, which loads the unit
+  // without counting as a use).
+  Access access(int unit, double tokens = 1.0);
   bool resident(int unit) const { return slot_[unit] >= 0; }
   int capacity() const { return capacity_; }
   int n_units() const { return static_cast<int>(slot_.size()); }

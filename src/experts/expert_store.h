@@ -21,13 +21,15 @@ class ExpertStore {
  public:
   virtual ~ExpertStore() = default;
 
-  // Called once per MoE layer and step with the experts that received tokens (ascending).
+  // Called once per MoE layer and step with the experts that received tokens (ascending)
+  // and how many tokens each got (a tiered store's frequency estimates count them).
   // Returns them split into groups to run one after another: the experts of a group are
   // acquired together, run, then released before the next group is acquired. A tiered
   // store puts the resident experts first, so they compute while the missing ones load.
-  virtual void plan_layer(int layer, const std::vector<int32_t>& experts,
+  virtual void plan_layer(int layer, const std::vector<int32_t>& experts, const std::vector<int64_t>& tokens,
                           std::vector<std::vector<int32_t>>& groups) {
     (void)layer;
+    (void)tokens;
     groups.assign(1, experts);
   }
   // The expert's weights, usable until release() of the same expert (may wait for I/O).

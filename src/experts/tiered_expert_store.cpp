@@ -29,7 +29,7 @@ class PinAwarePolicy : public EvictionPolicy {
   std::string name() const override { return inner_->name(); }
   void begin_step() override { inner_->begin_step(); }
   void note_demand(std::span<const int> units) override { inner_->note_demand(units); }
-  void on_access(int unit, bool hit) override { inner_->on_access(unit, hit); }
+  void on_access(int unit, bool hit, double tokens) override { inner_->on_access(unit, hit, tokens); }
   void on_evict(int unit) override { inner_->on_evict(unit); }
   int victim(std::span<const int> resident) override {
     free_.clear();
@@ -152,7 +152,7 @@ size_t TieredExpertStore::expert_bytes(int layer, int expert) const {
   return s.m[0].bytes() + s.m[1].bytes() + s.m[2].bytes();
 }
 
-int TieredExpertStore::claim_slot(int unit) {
+int TieredExpertStore::claim_slot(int unit, double tokens) {
   const int layer = unit / n_expert_;
   if (resident_in_layer_[layer] == per_layer_) {
     bool any = false;
@@ -162,7 +162,7 @@ int TieredExpertStore::claim_slot(int unit) {
     }
     if (!any) return -1;
   }
-  const ExpertCache::Access a = cache_->access(unit);
+  const ExpertCache::Access a = cache_->access(unit, tokens);
   int slot;
   if (a.evicted >= 0) {
     slot = slot_of_[a.evicted];
@@ -259,8 +259,9 @@ void TieredExpertStore::begin_step() {
   cache_->begin_step();
 }
 
-void TieredExpertStore::plan_layer(int layer, const std::vector<int32_t>& experts,
+void TieredExpertStore::plan_layer(int layer, const std::vector<int32_t>& experts, const std::vector<int64_t>& tokens,
                                    std::vector<std::vector<int32_t>>& groups) {
+  if (tokens.size() != experts.size()) throw Error("expert store: plan_layer needs one token count per expert");
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<int> units;
   for (int32_t e : experts) units.push_back(unit_of(layer, e));
@@ -270,7 +271,7 @@ void TieredExpertStore::plan_layer(int layer, const std::vector<int32_t>& expert
   for (size_t i = 0; i < experts.size(); ++i) {
     const int u = units[i];
     if (slot_of_[u] < 0) continue;
-    cache_->access(u);
+    cache_->access(u, static_cast<double>(tokens[i]));
     Slot& s = slots_[slot_of_[u]];
     if (s.pins++ == 0) pinned_++;
     planned_[u] = 1;
@@ -286,7 +287,7 @@ void TieredExpertStore::plan_layer(int layer, const std::vector<int32_t>& expert
     const int u = units[i];
     if (planned_[u]) continue;
     stats_.misses++;
-    const int slot = claim_slot(u);
+    const int slot = claim_slot(u, static_cast<double>(tokens[i]));
     if (slot < 0) {
       deferred.push_back(experts[i]);
       continue;
@@ -311,7 +312,7 @@ FfnWeights TieredExpertStore::acquire(int layer, int expert) {
     int slot = slot_of_[u];
     if (slot < 0) {
       // A prefetch may still be loading into this layer's only free slot: wait for it.
-      while ((slot = claim_slot(u)) < 0) {
+      while ((slot = claim_slot(u, 1.0)) < 0) {
         const int m = u / n_expert_;
         bool loading = false;
         for (int e = 0; e < n_expert_; ++e) {
@@ -345,7 +346,7 @@ void TieredExpertStore::prefetch(int layer, const std::vector<int32_t>& experts)
   for (int32_t e : experts) {
     const int u = unit_of(layer, e);
     if (slot_of_[u] >= 0) continue;
-    const int slot = claim_slot(u);
+    const int slot = claim_slot(u, 0.0);  // loaded, not yet used: no frequency
     if (slot < 0) return;
     prefetched_[u] = 1;
     stats_.prefetch_issued++;
@@ -373,7 +374,7 @@ void TieredExpertStore::pin_profile(const std::string& path, int n_pin) {
     for (int i = 0; i < n_pin && i < n_expert_; ++i) {
       const int unit = m * n_expert_ + order[i];
       if (load[unit] <= 0) break;
-      const int slot = claim_slot(unit);
+      const int slot = claim_slot(unit, load[unit]);
       if (slot < 0) break;
       slots_[slot].permanent = true;
       slots_[slot].pins = 1;

@@ -56,7 +56,8 @@ class TieredExpertStore : public ExpertStore {
   TieredExpertStore(const GgufFile& f, const HParams& hp, const TieredStoreOptions& opt);
   ~TieredExpertStore() override;
 
-  void plan_layer(int layer, const std::vector<int32_t>& experts, std::vector<std::vector<int32_t>>& groups) override;
+  void plan_layer(int layer, const std::vector<int32_t>& experts, const std::vector<int64_t>& tokens,
+                  std::vector<std::vector<int32_t>>& groups) override;
   FfnWeights acquire(int layer, int expert) override;
   void release(int layer, int expert) override;
   void prefetch(int layer, const std::vector<int32_t>& experts) override;
@@ -89,7 +90,9 @@ class TieredExpertStore : public ExpertStore {
   static bool evictable(const Slot& s) { return s.pins == 0 && s.state != State::Loading; }
   int unit_of(int layer, int expert) const;
   // A slot for `unit`, evicting by policy among unpinned slots; -1 if every slot is pinned.
-  int claim_slot(int unit);
+  // A slot for `unit`, evicting the policy's victim if the layer is full; `tokens` is the
+  // use it is claimed for (0: a prefetch). -1 when every slot of the layer is pinned.
+  int claim_slot(int unit, double tokens);
   enum class Load { Now, Urgent, Background };  // on this thread; I/O threads, first or last
   // Call with mu_ held; Load::Now releases it while reading.
   void start_load(int slot, Load how);

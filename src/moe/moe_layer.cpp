@@ -40,7 +40,14 @@ MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const Weig
   // Each active expert once over its whole block, in grouped jobs (one unless the store
   // has to load experts: then the resident ones run while the others load); experts
   // without rows are never acquired.
-  store.plan_layer(layer, plan_.active, groups_);
+  // Tokens per active expert (padding rows of static gating excluded).
+  active_tokens_.clear();
+  for (int32_t e : plan_.active) {
+    int64_t n_tok = 0;
+    for (int64_t r = plan_.offset[e]; r < plan_.offset[e + 1]; ++r) n_tok += plan_.row_token[r] >= 0;
+    active_tokens_.push_back(n_tok);
+  }
+  store.plan_layer(layer, plan_.active, active_tokens_, groups_);
   for (const NextLayerHint& h : next) {
     // After plan_layer pinned this layer's experts, so the prefetch cannot evict them.
     cpu::matmul(*h.router, {x, n, ld}, {logits_.data(), n_expert}, pool, scratch_);

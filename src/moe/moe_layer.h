@@ -59,6 +59,7 @@ class MoeLayer {
   DenseDispatch dense_;
   std::vector<FfnJob> jobs_;
   std::vector<std::vector<int32_t>> groups_;
+  std::vector<int64_t> active_tokens_;  // tokens of each expert in plan_.active
   cpu::MatmulScratch scratch_;
   GroupedFfn experts_;
 };

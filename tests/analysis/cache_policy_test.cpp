@@ -82,6 +82,28 @@ TEST(AnalysisCachePolicy, FrequencyBeatsRecency) {
 //   One pool of 3 for both layers: only the 3 cold misses.
 //   One pool of 2 (LRU), requests 0 2 | 1 2 | 0 2 | 1 2 (units; layer 1's expert 0 is
 //   unit 2): 1 evicts 0 (older than 2), 0 evicts 1, 1 evicts 0; 2 always hits: 5 misses.
+// LFU counts tokens: unit 0 served 5 tokens, unit 1 one, later; a third unit evicts
+// unit 1 (score 0.9 * 1 against 0.9 * 5). Counting steps would tie them and evict the
+// least recently used, unit 0. A prefetch (0 tokens) loads a unit without scoring it:
+// the next miss evicts it rather than the unit that was used.
+TEST(AnalysisCachePolicy, LfuCountsTokensNotPrefetches) {
+  for (const char* name : {"lfu-decay", "eb-lfu"}) {
+    ExpertCache cache(1, 4, CacheScope::PerLayer, 2, make_policy(name, 4, kDecay));
+    cache.begin_step();
+    cache.access(0, 5.0);
+    cache.access(1, 1.0);
+    cache.begin_step();
+    EXPECT_EQ(cache.access(2, 1.0).evicted, 1) << name;
+
+    ExpertCache pre(1, 4, CacheScope::PerLayer, 2, make_policy(name, 4, kDecay));
+    pre.begin_step();
+    pre.access(0, 1.0);
+    pre.access(1, 0.0);  // prefetched, never used
+    pre.begin_step();
+    EXPECT_EQ(pre.access(2, 1.0).evicted, 1) << name;
+  }
+}
+
 TEST(AnalysisCachePolicy, PerLayerAndGlobalPools) {
   const Trace t = test::trace_of_layered_sets(2, {{{0}, {0}}, {{1}, {0}}, {{0}, {0}}, {{1}, {0}}});
   const CacheSimResult per_layer = simulate_cache(t, "lru", CacheScope::PerLayer, 1);
