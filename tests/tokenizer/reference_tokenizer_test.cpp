@@ -1,0 +1,44 @@
+// Tokenizers against implementations nobody here wrote, on random mixed-script text
+// (tests/tokenizer/reference_tokenizer_check.py): Google's sentencepiece for the LLaMA SPM
+// vocabulary, Hugging Face tokenizers for GPT-2's byte-level BPE, both built from the
+// vocabulary files' own pieces, scores and merges. Skipped when the Python packages are
+// missing (scripts/install-deps installs them when pip is available). Not named Tokenizer*
+// so that the ASan/UBSan pass, which builds only the parser tests, leaves it out.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "support/shared_data.h"
+
+namespace sy::test {
+namespace {
+
+void check_against_reference(const std::string& python_modules, const std::string& vocab_file) {
+  if (std::system(("python3 -c 'import " + python_modules + "' > /dev/null 2>&1").c_str()) != 0) {
+    GTEST_SKIP() << "the Python packages " << python_modules << " are not installed";
+  }
+  const std::string vocab = shared_path("fixtures/tokenizers/" + vocab_file);
+  const std::string cmd = "python3 " + std::string(SY_SOURCE_DIR) + "/tests/tokenizer/reference_tokenizer_check.py " +
+                          SY_CLI_PATH + " " + vocab + " 200 7 2>&1";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  EXPECT_EQ(pclose(p), 0) << out;
+  EXPECT_NE(out.find("200 of 200 texts tokenize identically"), std::string::npos) << out;
+}
+
+TEST(ReferenceTokenizers, LlamaSpmMatchesSentencePiece) {
+  check_against_reference("sentencepiece, google.protobuf, gguf", "ggml-vocab-llama-spm.gguf");
+}
+
+TEST(ReferenceTokenizers, GptTwoByteLevelBpeMatchesHuggingFaceTokenizers) {
+  check_against_reference("tokenizers, gguf", "ggml-vocab-gpt-2.gguf");
+}
+
+}  // namespace
+}  // namespace sy::test
