@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/error.h"
+
 namespace sy {
 
 MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const WeightMatrix& router,
@@ -37,34 +39,33 @@ MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const Weig
     for (int64_t r = 0; r < rows; ++r) std::memcpy(gathered_.data() + r * d, x + plan_.row_token[r] * ld, d * sizeof(float));
   }
 
-  // Each active expert once over its whole block, in grouped jobs (one unless the store
-  // has to load experts: then the resident ones run while the others load); experts
-  // without rows are never acquired.
-  // Tokens per active expert (padding rows of static gating excluded).
-  active_tokens_.clear();
-  for (int32_t e : plan_.active) {
-    int64_t n_tok = 0;
-    for (int64_t r = plan_.offset[e]; r < plan_.offset[e + 1]; ++r) n_tok += plan_.row_token[r] >= 0;
-    active_tokens_.push_back(n_tok);
-  }
-  store.plan_layer(layer, plan_.active, active_tokens_, groups_);
-  for (const NextLayerHint& h : next) {
-    // After plan_layer pinned this layer's experts, so the prefetch cannot evict them.
-    cpu::matmul(*h.router, {x, n, ld}, {logits_.data(), n_expert}, pool, scratch_);
-    route(logits_.data(), n_expert, n, rules, predicted_);
-    build_dynamic_plan(predicted_, n_expert, predicted_plan_);
-    store.prefetch(h.layer, predicted_plan_.active);
-  }
-  for (const auto& group : groups_) {
-    jobs_.clear();
-    for (int32_t e : group) {
-      jobs_.push_back({store.acquire(layer, e), plan_.offset[e], plan_.rows(e)});
-      stats.active_experts++;
-      stats.rows_computed += plan_.rows(e);
-      stats.expert_bytes_read += jobs_.back().w.bytes();
+  if (opt.comm && opt.comm->size() > 1) {
+    // Expert parallelism: this rank runs its own experts over every rank's rows for them.
+    if (dense) throw Error("expert parallelism needs dynamic gating (--moe-gating dynamic)");
+    exchange_.dispatch(*opt.comm, plan_, gathered_.data(), d);
+    active_tokens_.clear();
+    for (int32_t e : exchange_.active()) active_tokens_.push_back(exchange_.rows(e));
+    local_out_.resize(static_cast<size_t>(exchange_.n_rows() * d));
+    run_experts(store, layer, exchange_.active(), exchange_.offsets(), {exchange_.local_rows(), exchange_.n_rows(), d},
+                local_out_.data(), pool, stats, [] {});
+    exchange_.combine(*opt.comm, local_out_.data(), expert_out_.data(), d);
+  } else {
+    // Tokens per active expert (padding rows of static gating excluded).
+    active_tokens_.clear();
+    for (int32_t e : plan_.active) {
+      int64_t n_tok = 0;
+      for (int64_t r = plan_.offset[e]; r < plan_.offset[e + 1]; ++r) n_tok += plan_.row_token[r] >= 0;
+      active_tokens_.push_back(n_tok);
     }
-    experts_.run(jobs_, {gathered_.data(), rows, d}, {expert_out_.data(), d}, pool);
-    for (int32_t e : group) store.release(layer, e);
+    run_experts(store, layer, plan_.active, plan_.offset, {gathered_.data(), rows, d}, expert_out_.data(), pool, stats, [&] {
+      for (const NextLayerHint& h : next) {
+        // After plan_layer pinned this layer's experts, so the prefetch cannot evict them.
+        cpu::matmul(*h.router, {x, n, ld}, {logits_.data(), n_expert}, pool, scratch_);
+        route(logits_.data(), n_expert, n, rules, predicted_);
+        build_dynamic_plan(predicted_, n_expert, predicted_plan_);
+        store.prefetch(h.layer, predicted_plan_.active);
+      }
+    });
   }
 
   if (dense) {
@@ -86,6 +87,29 @@ MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const Weig
   }
   stats.dropped = plan_.n_dropped();
   return stats;
+}
+
+// Each active expert once over its whole block of `in` (rows [offsets[e], offsets[e + 1])),
+// in grouped jobs: one unless the store has to load experts, then the resident ones run
+// while the others load; experts without rows are never acquired. `after_plan` runs once
+// the store has pinned the layer's experts (prefetch of later layers goes there).
+void MoeLayer::run_experts(ExpertStore& store, int layer, const std::vector<int32_t>& active,
+                           const std::vector<int64_t>& offsets, cpu::Rows in, float* out, ThreadPool& pool,
+                           MoeStepStats& stats, const std::function<void()>& after_plan) {
+  store.plan_layer(layer, active, active_tokens_, groups_);
+  after_plan();
+  for (const auto& group : groups_) {
+    jobs_.clear();
+    for (int32_t e : group) {
+      const int64_t n_rows = offsets[e + 1] - offsets[e];
+      jobs_.push_back({store.acquire(layer, e), offsets[e], n_rows});
+      stats.active_experts++;
+      stats.rows_computed += n_rows;
+      stats.expert_bytes_read += jobs_.back().w.bytes();
+    }
+    experts_.run(jobs_, in, {out, in.ld}, pool);
+    for (int32_t e : group) store.release(layer, e);
+  }
 }
 
 }  // namespace sy

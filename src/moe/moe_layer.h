@@ -6,13 +6,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "experts/expert_store.h"
 #include "experts/grouped_ffn.h"
 #include "moe/dense_dispatch.h"
 #include "moe/dispatch_plan.h"
+#include "moe/expert_exchange.h"
 #include "moe/routing_observer.h"
+#include "parallel/communicator.h"
 
 namespace sy {
 
@@ -22,6 +25,10 @@ struct MoeOptions {
   GatingMode gating = GatingMode::Dynamic;
   double capacity_factor = 1.0;  // static gating only
   RoutingObserver* observer = nullptr;  // not owned; may be null
+  // Expert parallelism: with more than one rank, experts are split over the ranks and each
+  // rank's tokens visit the experts' owners (moe/expert_exchange.h). Not owned; null or one
+  // rank: every expert runs here.
+  Communicator* comm = nullptr;
 };
 
 // What one MoE layer call did, for traces and benchmarks.
@@ -53,9 +60,14 @@ class MoeLayer {
   const DispatchPlan& last_plan() const { return plan_; }
 
  private:
+  void run_experts(ExpertStore& store, int layer, const std::vector<int32_t>& active,
+                   const std::vector<int64_t>& offsets, cpu::Rows in, float* out, ThreadPool& pool,
+                   MoeStepStats& stats, const std::function<void()>& after_plan);
+
   Routing routing_, predicted_;
   DispatchPlan plan_, predicted_plan_;
-  std::vector<float> logits_, gathered_, expert_out_;
+  std::vector<float> logits_, gathered_, expert_out_, local_out_;
+  ExpertExchange exchange_;
   DenseDispatch dense_;
   std::vector<FfnJob> jobs_;
   std::vector<std::vector<int32_t>> groups_;
