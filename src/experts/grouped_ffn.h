@@ -13,15 +13,10 @@
 #include <vector>
 
 #include "experts/ffn_weights.h"
+#include "kernels/backend.h"
 #include "kernels/cpu/matmul.h"
 
 namespace sy {
-
-struct FfnJob {
-  FfnWeights w;
-  int64_t row0 = 0;  // first row of this job's block in the input / output
-  int64_t rows = 0;
-};
 
 class GroupedFfn {
  public:

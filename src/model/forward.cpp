@@ -36,7 +36,7 @@ RouterRules router_rules(const HParams& hp) {
 }
 
 Forward::Forward(const Model& model, ThreadPool& pool, MoeOptions moe)
-    : model_(model), hp_(model.hparams()), pool_(pool), moe_opt_(moe), router_rules_(router_rules(hp_)) {
+    : model_(model), hp_(model.hparams()), pool_(pool), backend_(pool), moe_opt_(moe), router_rules_(router_rules(hp_)) {
   moe_stats_.resize(hp_.n_layer);
 }
 
@@ -54,7 +54,7 @@ void Forward::attention_block(int il, const Batch& b, KvCache& cache) {
   qkv_[0] = {&L.wq, {q_.data(), qd}};
   qkv_[1] = {&L.wk, {k_.data(), kd}};
   qkv_[2] = {&L.wv, {v_.data(), vd}};
-  cpu::matmul_same_input(qkv_, {h_.data(), n, d}, pool_, scratch_);
+  backend_.matmul_same_input(qkv_, {h_.data(), n, d});
   add_bias(q_.data(), n, qd, L.bq);
   add_bias(k_.data(), n, kd, L.bk);
   add_bias(v_.data(), n, vd, L.bv);
@@ -87,10 +87,10 @@ void Forward::attention_block(int il, const Batch& b, KvCache& cache) {
   }
   if (kv_blocks_.size() < attn_runs_.size()) kv_blocks_.resize(attn_runs_.size());
   for (size_t r = 0; r < attn_runs_.size(); ++r) attn_runs_[r].kv = cache.view(il, b.seq[attn_runs_[r].t0], kv_blocks_[r]);
-  cpu::attention(q_.data(), qd, b.positions.data(), attn_runs_, shape, attn_.data(), od, pool_, attn_scratch_);
+  backend_.attention(q_.data(), qd, b.positions.data(), attn_runs_, shape, attn_.data(), od);
   profile_.attention_core += now_seconds() - core0;
 
-  cpu::matmul(L.wo, {attn_.data(), n, od}, {proj_.data(), d}, pool_, scratch_);
+  backend_.matmul(L.wo, {attn_.data(), n, od}, {proj_.data(), d});
   add_bias(proj_.data(), n, d, L.bo);
   add_into(x_.data(), proj_.data(), n * d);
 }
@@ -103,7 +103,7 @@ void Forward::ffn_block(int il, int64_t n) {
   const double t0 = now_seconds();
   if (!hp_.layer_is_moe(il)) {
     ffn_job_.assign(1, {L.dense, 0, n});
-    ffn_.run(ffn_job_, {h_.data(), n, d}, {ffn_out_.data(), d}, pool_);
+    backend_.ffn(ffn_job_, {h_.data(), n, d}, {ffn_out_.data(), d});
     add_into(x_.data(), ffn_out_.data(), n * d);
     profile_.ffn += now_seconds() - t0;
     return;
@@ -113,12 +113,12 @@ void Forward::ffn_block(int il, int64_t n) {
     if (hp_.layer_is_moe(il + ahead)) next_.push_back({&model_.weights().layers[il + ahead].router, il + ahead});
   }
   moe_stats_[il] = moe_.forward(h_.data(), n, d, L.router, router_rules_, model_.experts(), il,
-                                moe_opt_, ffn_out_.data(), d, pool_, next_);
+                                moe_opt_, ffn_out_.data(), d, backend_, pool_, next_);
   const double t1 = now_seconds();
   profile_.moe += t1 - t0;
   if (!L.shared_expert.empty()) {
     ffn_job_.assign(1, {L.shared_expert, 0, n});
-    ffn_.run(ffn_job_, {h_.data(), n, d}, {shared_out_.data(), d}, pool_);
+    backend_.ffn(ffn_job_, {h_.data(), n, d}, {shared_out_.data(), d});
     for (int64_t t = 0; t < n; ++t) {
       float g = 1.0f;
       if (!L.shared_gate.empty()) {
@@ -173,7 +173,7 @@ void Forward::run(const Batch& b, KvCache& cache, std::vector<float>& logits) {
     if (b.want_logits[t]) cpu::rms_norm(&x_[t * d], model_.weights().output_norm.data(), d, hp_.rms_eps, &h_[n_out++ * d]);
   }
   logits.resize(static_cast<size_t>(n_out * hp_.n_vocab));
-  cpu::matmul(model_.weights().output, {h_.data(), n_out, d}, {logits.data(), hp_.n_vocab}, pool_, scratch_);
+  backend_.matmul(model_.weights().output, {h_.data(), n_out, d}, {logits.data(), hp_.n_vocab});
   profile_.output += now_seconds() - t_out;
   profile_.steps++;
   if (moe_opt_.observer) moe_opt_.observer->on_step_end();

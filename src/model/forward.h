@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/matmul.h"
 #include "model/batch.h"
 #include "model/model.h"
@@ -52,19 +53,17 @@ class Forward {
   const Model& model_;
   const HParams& hp_;
   ThreadPool& pool_;
+  CpuBackend backend_;  // the device the layers' kernels run on
   MoeOptions moe_opt_;
   RouterRules router_rules_;
 
   std::vector<float> x_, h_, q_, k_, v_, attn_, proj_, ffn_out_, shared_out_, shared_gate_;
   std::vector<cpu::AttentionRun> attn_runs_;
   std::vector<std::vector<const void*>> kv_blocks_;  // per run: its block table as pointers
-  cpu::AttentionScratch attn_scratch_;
   std::vector<NextLayerHint> next_;  // layers whose experts this layer prefetches
-  cpu::MatmulScratch scratch_;
   std::vector<cpu::MatmulTarget> qkv_ = std::vector<cpu::MatmulTarget>(3);
   MoeLayer moe_;
-  GroupedFfn ffn_;  // dense layers and shared experts: a single job
-  std::vector<FfnJob> ffn_job_;
+  std::vector<FfnJob> ffn_job_;  // dense layers and shared experts: a single job
   std::vector<MoeStepStats> moe_stats_;
   StepProfile profile_;
 };

@@ -9,7 +9,7 @@ namespace sy {
 
 MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const WeightMatrix& router,
                                const RouterRules& rules, ExpertStore& store, int layer,
-                               const MoeOptions& opt, float* out, int64_t out_ld, ThreadPool& pool,
+                               const MoeOptions& opt, float* out, int64_t out_ld, Backend& backend, ThreadPool& pool,
                                const std::vector<NextLayerHint>& next) {
   const int64_t d = router.cols;
   const int n_expert = rules.n_expert;
@@ -17,7 +17,7 @@ MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const Weig
   stats.tokens = n;
 
   logits_.resize(static_cast<size_t>(n * n_expert));
-  cpu::matmul(router, {x, n, ld}, {logits_.data(), n_expert}, pool, scratch_);
+  backend.matmul(router, {x, n, ld}, {logits_.data(), n_expert});
   route(logits_.data(), n_expert, n, rules, routing_);
   if (opt.gating == GatingMode::Dynamic) {
     build_dynamic_plan(routing_, n_expert, plan_);
@@ -47,7 +47,7 @@ MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const Weig
     for (int32_t e : exchange_.active()) active_tokens_.push_back(exchange_.rows(e));
     local_out_.resize(static_cast<size_t>(exchange_.n_rows() * d));
     run_experts(store, layer, exchange_.active(), exchange_.offsets(), {exchange_.local_rows(), exchange_.n_rows(), d},
-                local_out_.data(), pool, stats, [] {});
+                local_out_.data(), backend, stats, [] {});
     exchange_.combine(*opt.comm, local_out_.data(), expert_out_.data(), d);
   } else {
     // Tokens per active expert (padding rows of static gating excluded).
@@ -57,10 +57,10 @@ MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const Weig
       for (int64_t r = plan_.offset[e]; r < plan_.offset[e + 1]; ++r) n_tok += plan_.row_token[r] >= 0;
       active_tokens_.push_back(n_tok);
     }
-    run_experts(store, layer, plan_.active, plan_.offset, {gathered_.data(), rows, d}, expert_out_.data(), pool, stats, [&] {
+    run_experts(store, layer, plan_.active, plan_.offset, {gathered_.data(), rows, d}, expert_out_.data(), backend, stats, [&] {
       for (const NextLayerHint& h : next) {
         // After plan_layer pinned this layer's experts, so the prefetch cannot evict them.
-        cpu::matmul(*h.router, {x, n, ld}, {logits_.data(), n_expert}, pool, scratch_);
+        backend.matmul(*h.router, {x, n, ld}, {logits_.data(), n_expert});
         route(logits_.data(), n_expert, n, rules, predicted_);
         build_dynamic_plan(predicted_, n_expert, predicted_plan_);
         store.prefetch(h.layer, predicted_plan_.active);
@@ -94,7 +94,7 @@ MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const Weig
 // while the others load; experts without rows are never acquired. `after_plan` runs once
 // the store has pinned the layer's experts (prefetch of later layers goes there).
 void MoeLayer::run_experts(ExpertStore& store, int layer, const std::vector<int32_t>& active,
-                           const std::vector<int64_t>& offsets, cpu::Rows in, float* out, ThreadPool& pool,
+                           const std::vector<int64_t>& offsets, cpu::Rows in, float* out, Backend& backend,
                            MoeStepStats& stats, const std::function<void()>& after_plan) {
   store.plan_layer(layer, active, active_tokens_, groups_);
   after_plan();
@@ -107,7 +107,7 @@ void MoeLayer::run_experts(ExpertStore& store, int layer, const std::vector<int3
       stats.rows_computed += n_rows;
       stats.expert_bytes_read += jobs_.back().w.bytes();
     }
-    experts_.run(jobs_, in, {out, in.ld}, pool);
+    backend.ffn(jobs_, in, {out, in.ld});
     for (int32_t e : group) store.release(layer, e);
   }
 }

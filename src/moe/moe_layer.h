@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "experts/expert_store.h"
-#include "experts/grouped_ffn.h"
+#include "kernels/backend.h"
 #include "moe/dense_dispatch.h"
 #include "moe/dispatch_plan.h"
 #include "moe/expert_exchange.h"
@@ -51,9 +51,11 @@ struct NextLayerHint {
 class MoeLayer {
  public:
   // x: n token rows of n_embd (ld apart); out gets the block's output (not the residual).
+  // The router and experts run on `backend`; `pool` runs the host-side work (the static
+  // gating baseline's dense dispatch and combine).
   MoeStepStats forward(const float* x, int64_t n, int64_t ld, const WeightMatrix& router,
                        const RouterRules& rules, ExpertStore& store, int layer,
-                       const MoeOptions& opt, float* out, int64_t out_ld, ThreadPool& pool,
+                       const MoeOptions& opt, float* out, int64_t out_ld, Backend& backend, ThreadPool& pool,
                        const std::vector<NextLayerHint>& next = {});
 
   const Routing& last_routing() const { return routing_; }
@@ -61,7 +63,7 @@ class MoeLayer {
 
  private:
   void run_experts(ExpertStore& store, int layer, const std::vector<int32_t>& active,
-                   const std::vector<int64_t>& offsets, cpu::Rows in, float* out, ThreadPool& pool,
+                   const std::vector<int64_t>& offsets, cpu::Rows in, float* out, Backend& backend,
                    MoeStepStats& stats, const std::function<void()>& after_plan);
 
   Routing routing_, predicted_;
@@ -72,8 +74,6 @@ class MoeLayer {
   std::vector<FfnJob> jobs_;
   std::vector<std::vector<int32_t>> groups_;
   std::vector<int64_t> active_tokens_;  // tokens of each expert in plan_.active
-  cpu::MatmulScratch scratch_;
-  GroupedFfn experts_;
 };
 
 }  // namespace sy

@@ -14,6 +14,7 @@
 #include <random>
 
 #include "experts/direct_reader.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/packed.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/stream_read.h"
@@ -262,11 +263,12 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
     const WeightMatrix& router = model.weights().layers[layer].router;
     auto time_mode = [&](MoeOptions mo, MoeStepStats& st) {
       MoeLayer moe;
-      st = moe.forward(x.data(), n, h.n_embd, router, rules, model.experts(), layer, mo, y.data(), h.n_embd, pool);
+      CpuBackend backend(pool);
+      st = moe.forward(x.data(), n, h.n_embd, router, rules, model.experts(), layer, mo, y.data(), h.n_embd, backend, pool);
       double best = 1e30;
       for (int r = 0; r < 3; ++r) {
         const auto t0 = Clock::now();
-        st = moe.forward(x.data(), n, h.n_embd, router, rules, model.experts(), layer, mo, y.data(), h.n_embd, pool);
+        st = moe.forward(x.data(), n, h.n_embd, router, rules, model.experts(), layer, mo, y.data(), h.n_embd, backend, pool);
         best = std::min(best, seconds_since(t0));
       }
       return best;
