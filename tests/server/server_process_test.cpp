@@ -11,6 +11,7 @@
 #include <cstdlib>
 
 #include "server_fixture.h"
+#include "support/run_cli.h"
 
 namespace sy {
 namespace {
@@ -148,17 +149,10 @@ TEST(ServerProcess, OfficialOpenAIPythonClient) {
                     "is available)";
   }
   ServeProcess srv({"--parallel", "4"});
-  const std::string cmd =
-      "python3 " + std::string(SY_SOURCE_DIR) +
-      "/tests/server/openai_client_check.py http://127.0.0.1:" + std::to_string(srv.endpoint().port) +
-      "/v1 tiny 2>&1";
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  EXPECT_EQ(pclose(p), 0) << out;
+  const test::CliRun r = test::run_command("python3 " + std::string(SY_SOURCE_DIR) +
+                                           "/tests/server/openai_client_check.py http://127.0.0.1:" +
+                                           std::to_string(srv.endpoint().port) + "/v1 tiny");
+  EXPECT_EQ(r.code, 0) << r.out;
   srv.signal(SIGTERM);
   EXPECT_EQ(srv.wait_exit(20), 0);
 }

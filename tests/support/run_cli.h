@@ -1,4 +1,4 @@
-// Runs the switchyard binary built with the tests and captures what it prints.
+// Runs a command (or the switchyard binary built with the tests) and captures what it prints.
 #pragma once
 
 #include <sys/wait.h>
@@ -14,8 +14,9 @@ struct CliRun {
   std::string out;  // stdout and stderr together
 };
 
-inline CliRun run_cli(const std::string& args) {
-  const std::string cmd = std::string(SY_CLI_PATH) + " " + args + " 2>&1";
+// A shell command line; stderr is captured with stdout.
+inline CliRun run_command(const std::string& command) {
+  const std::string cmd = command + " 2>&1";
   CliRun r{-1, ""};
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -26,5 +27,7 @@ inline CliRun run_cli(const std::string& args) {
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
 }
+
+inline CliRun run_cli(const std::string& args) { return run_command(std::string(SY_CLI_PATH) + " " + args); }
 
 }  // namespace sy::test

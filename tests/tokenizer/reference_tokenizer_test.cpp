@@ -6,10 +6,10 @@
 // so that the ASan/UBSan pass, which builds only the parser tests, leaves it out.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "support/run_cli.h"
 #include "support/shared_data.h"
 
 namespace sy::test {
@@ -20,16 +20,10 @@ void check_against_reference(const std::string& python_modules, const std::strin
     GTEST_SKIP() << "the Python packages " << python_modules << " are not installed";
   }
   const std::string vocab = shared_path("fixtures/tokenizers/" + vocab_file);
-  const std::string cmd = "python3 " + std::string(SY_SOURCE_DIR) + "/tests/tokenizer/reference_tokenizer_check.py " +
-                          SY_CLI_PATH + " " + vocab + " 200 7 2>&1";
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  EXPECT_EQ(pclose(p), 0) << out;
-  EXPECT_NE(out.find("200 of 200 texts tokenize identically"), std::string::npos) << out;
+  const CliRun r = run_command("python3 " + std::string(SY_SOURCE_DIR) + "/tests/tokenizer/reference_tokenizer_check.py " +
+                               SY_CLI_PATH + " " + vocab + " 200 7");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("200 of 200 texts tokenize identically"), std::string::npos) << r.out;
 }
 
 TEST(ReferenceTokenizers, LlamaSpmMatchesSentencePiece) {
