@@ -10,16 +10,16 @@
 #include <string>
 
 #include "support/run_cli.h"
-#include "support/shared_data.h"
+#include "tokenizer_test_util.h"
 
 namespace sy::test {
 namespace {
 
-void check_against_reference(const std::string& python_modules, const std::string& vocab_file) {
+void check_against_reference(const std::string& python_modules, const std::string& vocab_name) {
   if (std::system(("python3 -c 'import " + python_modules + "' > /dev/null 2>&1").c_str()) != 0) {
     GTEST_SKIP() << "the Python packages " << python_modules << " are not installed";
   }
-  const std::string vocab = shared_path("fixtures/tokenizers/" + vocab_file);
+  const std::string vocab = vocab_path(vocab_name);
   const CliRun r = run_command("python3 " + std::string(SY_SOURCE_DIR) + "/tests/tokenizer/reference_tokenizer_check.py " +
                                SY_CLI_PATH + " " + vocab + " 200 7");
   EXPECT_EQ(r.code, 0) << r.out;
@@ -27,11 +27,11 @@ void check_against_reference(const std::string& python_modules, const std::strin
 }
 
 TEST(ReferenceTokenizers, LlamaSpmMatchesSentencePiece) {
-  check_against_reference("sentencepiece, google.protobuf, gguf", "ggml-vocab-llama-spm.gguf");
+  check_against_reference("sentencepiece, google.protobuf, gguf", "llama-spm");
 }
 
 TEST(ReferenceTokenizers, GptTwoByteLevelBpeMatchesHuggingFaceTokenizers) {
-  check_against_reference("tokenizers, gguf", "ggml-vocab-gpt-2.gguf");
+  check_against_reference("tokenizers, gguf", "gpt-2");
 }
 
 }  // namespace

@@ -90,7 +90,7 @@ INSTANTIATE_TEST_SUITE_P(Vocabs, TokenizerFixtures,
 class TokenizerCases : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TokenizerCases, PromptsEncodeToReferenceTokens) {
-  const std::filesystem::path dir = shared_dir() / GetParam();
+  const std::filesystem::path dir = std::filesystem::path(shared_dir()) / GetParam();
   const nlohmann::json j = nlohmann::json::parse(read_text(dir / "cases.json"));
   // Cases may name their own model file (mixtral's quantized copies share the vocabulary).
   std::map<std::string, std::unique_ptr<Tokenizer>> tokenizers;

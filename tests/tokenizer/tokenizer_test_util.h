@@ -1,4 +1,4 @@
-// Shared helpers for the tokenizer tests: locating ../shared, loading tokenizers, and
+// Shared helpers for the tokenizer tests: vocabulary files in ../shared, loading tokenizers, and
 // writing small vocabulary-only GGUF files.
 #pragma once
 
@@ -16,27 +16,10 @@
 #include <vector>
 
 #include "formats/gguf_reader.h"
+#include "support/shared_data.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sy::test {
-
-// The reference data folder: SY_SHARED_DIR (set by CMake), else ../shared next to the
-// source tree. Throws with a clear message when it is missing.
-inline std::filesystem::path shared_dir() {
-#if defined(SY_SHARED_DIR)
-  std::filesystem::path dir = SY_SHARED_DIR;
-#elif defined(SY_SOURCE_DIR)
-  std::filesystem::path dir = std::filesystem::path(SY_SOURCE_DIR) / ".." / "shared";
-#else
-  std::filesystem::path dir = "../shared";
-#endif
-  if (!std::filesystem::is_directory(dir / "fixtures" / "tokenizers")) {
-    throw std::runtime_error("tokenizer fixtures not found: expected " +
-                             (dir / "fixtures" / "tokenizers").string() +
-                             " (configure with -DSY_SHARED_DIR=/path/to/shared)");
-  }
-  return dir;
-}
 
 inline std::string read_text(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -47,7 +30,7 @@ inline std::string read_text(const std::filesystem::path& p) {
 }
 
 inline std::string vocab_path(const std::string& name) {
-  return (shared_dir() / "fixtures" / "tokenizers" / ("ggml-vocab-" + name + ".gguf")).string();
+  return shared_path("fixtures/tokenizers/ggml-vocab-" + name + ".gguf");
 }
 
 // Tokenizers are immutable: load each vocabulary once for the whole binary.
