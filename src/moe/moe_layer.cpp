@@ -7,6 +7,30 @@
 
 namespace sy {
 
+// Each active expert once over its whole block of `in` (rows [offsets[e], offsets[e + 1])),
+// in grouped jobs: one unless the store has to load experts, then the resident ones run
+// while the others load; experts without rows are never acquired. `after_plan` runs once
+// the store has pinned the layer's experts (prefetch of later layers goes there).
+template <class AfterPlan>
+void MoeLayer::run_experts(ExpertStore& store, int layer, const std::vector<int32_t>& active,
+                           const std::vector<int64_t>& offsets, cpu::Rows in, float* out, Backend& backend,
+                           MoeStepStats& stats, AfterPlan&& after_plan) {
+  store.plan_layer(layer, active, active_tokens_, groups_);
+  after_plan();
+  for (const auto& group : groups_) {
+    jobs_.clear();
+    for (int32_t e : group) {
+      const int64_t n_rows = offsets[e + 1] - offsets[e];
+      jobs_.push_back({store.acquire(layer, e), offsets[e], n_rows});
+      stats.active_experts++;
+      stats.rows_computed += n_rows;
+      stats.expert_bytes_read += jobs_.back().w.bytes();
+    }
+    backend.ffn(jobs_, in, {out, in.ld});
+    for (int32_t e : group) store.release(layer, e);
+  }
+}
+
 MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const WeightMatrix& router,
                                const RouterRules& rules, ExpertStore& store, int layer,
                                const MoeOptions& opt, float* out, int64_t out_ld, Backend& backend, ThreadPool& pool,
@@ -87,29 +111,6 @@ MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const Weig
   }
   stats.dropped = plan_.n_dropped();
   return stats;
-}
-
-// Each active expert once over its whole block of `in` (rows [offsets[e], offsets[e + 1])),
-// in grouped jobs: one unless the store has to load experts, then the resident ones run
-// while the others load; experts without rows are never acquired. `after_plan` runs once
-// the store has pinned the layer's experts (prefetch of later layers goes there).
-void MoeLayer::run_experts(ExpertStore& store, int layer, const std::vector<int32_t>& active,
-                           const std::vector<int64_t>& offsets, cpu::Rows in, float* out, Backend& backend,
-                           MoeStepStats& stats, const std::function<void()>& after_plan) {
-  store.plan_layer(layer, active, active_tokens_, groups_);
-  after_plan();
-  for (const auto& group : groups_) {
-    jobs_.clear();
-    for (int32_t e : group) {
-      const int64_t n_rows = offsets[e + 1] - offsets[e];
-      jobs_.push_back({store.acquire(layer, e), offsets[e], n_rows});
-      stats.active_experts++;
-      stats.rows_computed += n_rows;
-      stats.expert_bytes_read += jobs_.back().w.bytes();
-    }
-    backend.ffn(jobs_, in, {out, in.ld});
-    for (int32_t e : group) store.release(layer, e);
-  }
 }
 
 }  // namespace sy

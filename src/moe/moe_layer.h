@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <vector>
 
 #include "experts/expert_store.h"
@@ -26,8 +25,9 @@ struct MoeOptions {
   double capacity_factor = 1.0;  // static gating only
   RoutingObserver* observer = nullptr;  // not owned; may be null
   // Expert parallelism: with more than one rank, experts are split over the ranks and each
-  // rank's tokens visit the experts' owners (moe/expert_exchange.h). Not owned; null or one
-  // rank: every expert runs here.
+  // rank's tokens visit the experts' owners (moe/expert_exchange.h). Every rank must run
+  // every step, with at least one token, since each MoE layer is a collective. Not owned;
+  // null or one rank: every expert runs here.
   Communicator* comm = nullptr;
 };
 
@@ -62,9 +62,10 @@ class MoeLayer {
   const DispatchPlan& last_plan() const { return plan_; }
 
  private:
+  template <class AfterPlan>
   void run_experts(ExpertStore& store, int layer, const std::vector<int32_t>& active,
                    const std::vector<int64_t>& offsets, cpu::Rows in, float* out, Backend& backend,
-                   MoeStepStats& stats, const std::function<void()>& after_plan);
+                   MoeStepStats& stats, AfterPlan&& after_plan);
 
   Routing routing_, predicted_;
   DispatchPlan plan_, predicted_plan_;
