@@ -16,16 +16,16 @@ void ExpertExchange::dispatch(Communicator& comm, const DispatchPlan& plan, cons
   const int R = comm.size(), me = comm.rank(), E = plan.n_expert;
   n_expert_ = E;
   // Who sends how many rows to which expert: every rank's per-expert counts.
-  std::vector<int64_t> mine(static_cast<size_t>(E));
-  for (int e = 0; e < E; ++e) mine[e] = plan.rows(e);
+  mine_.resize(static_cast<size_t>(E));
+  for (int e = 0; e < E; ++e) mine_[e] = plan.rows(e);
   counts_.resize(static_cast<size_t>(R) * E);
-  comm.all_gather(mine.data(), E * sizeof(int64_t), counts_.data());
+  comm.all_gather(mine_.data(), E * sizeof(int64_t), counts_.data());
 
   send_counts_.assign(R, 0);
   recv_counts_.assign(R, 0);
   for (int e = 0; e < E; ++e) {
     const int owner = expert_owner(e, E, R);
-    send_counts_[owner] += mine[e];
+    send_counts_[owner] += mine_[e];
     if (owner == me)
       for (int q = 0; q < R; ++q) recv_counts_[q] += counts_[static_cast<size_t>(q) * E + e];
   }
@@ -47,12 +47,12 @@ void ExpertExchange::dispatch(Communicator& comm, const DispatchPlan& plan, cons
     if (n > 0) active_.push_back(e);
   }
   perm_.resize(static_cast<size_t>(n_recv));
-  std::vector<int64_t> fill(local_offset_.begin(), local_offset_.end() - 1);
+  fill_.assign(local_offset_.begin(), local_offset_.end() - 1);
   int64_t i = 0;
   for (int q = 0; q < R; ++q)
     for (int e = 0; e < E; ++e) {
       if (expert_owner(e, E, R) != me) continue;
-      for (int64_t k = 0; k < counts_[static_cast<size_t>(q) * E + e]; ++k) perm_[i++] = fill[e]++;
+      for (int64_t k = 0; k < counts_[static_cast<size_t>(q) * E + e]; ++k) perm_[i++] = fill_[e]++;
     }
   local_.resize(received_.size());
   for (int64_t r = 0; r < n_recv; ++r)
