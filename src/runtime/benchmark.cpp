@@ -238,7 +238,15 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
                               per_token > 0 && disk_bw1 > 0 ? 100.0 * (B * opt.gen / s) * per_token / (disk_bw1 * 1e9) : 0.0},
                              {"prefetch_issued", a.prefetch_issued - before.prefetch_issued},
                              {"prefetch_used", a.prefetch_used - before.prefetch_used},
-                             {"wait_seconds", a.wait_seconds - before.wait_seconds}};
+                             // Of the experts prefetch loaded, the share the next layer used.
+                             {"prefetch_accuracy", a.prefetch_issued > before.prefetch_issued
+                                                       ? pre / static_cast<double>(a.prefetch_issued - before.prefetch_issued)
+                                                       : 0.0},
+                             {"wait_seconds", a.wait_seconds - before.wait_seconds},
+                             // Time the compute waited for loads, and the I/O jobs' busy time
+                             // summed over the I/O threads (loads overlap each other and compute).
+                             {"wait_ms_per_token", 1e3 * (a.wait_seconds - before.wait_seconds) / (B * opt.gen)},
+                             {"io_busy_ms_per_token", 1e3 * (a.read_seconds - before.read_seconds) / (B * opt.gen)}};
       log("    expert cache: hit rate " + std::to_string(hits / std::max(1.0, hits + pre + misses)) + " (+" +
           std::to_string(pre / std::max(1.0, hits + pre + misses)) + " prefetched), " + std::to_string(per_token / 1e6) +
           " MB read per token at " + std::to_string(read / s / 1e9) + " GB/s (disk bound " + std::to_string(disk_bound_tps) + " tokens/s)");
