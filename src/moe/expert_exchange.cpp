@@ -62,7 +62,8 @@ void ExpertExchange::dispatch(Communicator& comm, const DispatchPlan& plan, cons
 void ExpertExchange::combine(Communicator& comm, const float* local_out, float* out, int64_t d) {
   const int64_t n = static_cast<int64_t>(perm_.size());
   returned_.resize(static_cast<size_t>(n * d));
-  for (int64_t r = 0; r < n; ++r) std::memcpy(returned_.data() + r * d, local_out + perm_[r] * d, d * sizeof(float));
+  for (int64_t r = 0; r < n; ++r)
+    std::memcpy(returned_.data() + r * d, local_out + perm_[r] * d, d * sizeof(float));
   // The way back: what each rank sent is what it gets.
   comm.all_to_all_v(returned_.data(), recv_counts_, out, send_counts_, d * sizeof(float));
 }

@@ -36,12 +36,12 @@ class ExpertExchange {
 
  private:
   int n_expert_ = 0;
-  std::vector<int64_t> mine_;          // per expert: this rank's rows
-  std::vector<int64_t> counts_;        // [rank][expert]: rows each rank routes to each expert
+  std::vector<int64_t> mine_;                       // per expert: this rank's rows
+  std::vector<int64_t> counts_;                     // [rank][expert]: rows each rank routes to each expert
   std::vector<int64_t> send_counts_, recv_counts_;  // rows per rank, this layer
-  std::vector<int64_t> local_offset_;  // per expert (n_expert + 1): rows of this rank's experts
-  std::vector<int64_t> perm_;          // received row i (rank-major) -> its local row
-  std::vector<int64_t> fill_;          // scratch: next free local row per expert
+  std::vector<int64_t> local_offset_;               // per expert (n_expert + 1): rows of this rank's experts
+  std::vector<int64_t> perm_;                       // received row i (rank-major) -> its local row
+  std::vector<int64_t> fill_;                       // scratch: next free local row per expert
   std::vector<int32_t> active_;
   std::vector<float> received_, local_, returned_;
 };

@@ -15,14 +15,16 @@ class InProcessGroup::Rank : public Communicator {
 
   void all_gather(const void* send, size_t bytes, void* recv) override {
     post({send, recv, nullptr, bytes});
-    for (int q = 0; q < size(); ++q) std::memcpy(static_cast<uint8_t*>(recv) + q * bytes, g_.posts_[q].send, bytes);
+    for (int q = 0; q < size(); ++q)
+      std::memcpy(static_cast<uint8_t*>(recv) + q * bytes, g_.posts_[q].send, bytes);
     g_.sync_.arrive_and_wait();
   }
 
   void all_to_all_v(const void* send, const std::vector<int64_t>& send_counts, void* recv,
                     const std::vector<int64_t>& recv_counts, size_t item_bytes) override {
     if (static_cast<int>(send_counts.size()) != size() || static_cast<int>(recv_counts.size()) != size()) {
-      throw Error("all_to_all_v: needs one send and one receive count per rank (" + std::to_string(size()) + ")");
+      throw Error("all_to_all_v: needs one send and one receive count per rank (" + std::to_string(size()) +
+                  ")");
     }
     post({send, recv, &send_counts, item_bytes});
     auto* out = static_cast<uint8_t*>(recv);
@@ -32,8 +34,9 @@ class InProcessGroup::Rank : public Communicator {
       int64_t skip = 0;
       for (int i = 0; i < r_; ++i) skip += qc[i];
       if (qc[r_] != recv_counts[q]) {
-        throw Error("all_to_all_v: rank " + std::to_string(q) + " sends " + std::to_string(qc[r_]) + " items to rank " +
-                    std::to_string(r_) + ", which expects " + std::to_string(recv_counts[q]));
+        throw Error("all_to_all_v: rank " + std::to_string(q) + " sends " + std::to_string(qc[r_]) +
+                    " items to rank " + std::to_string(r_) + ", which expects " +
+                    std::to_string(recv_counts[q]));
       }
       const size_t n = static_cast<size_t>(qc[r_]) * item_bytes;
       std::memcpy(out, static_cast<const uint8_t*>(g_.posts_[q].send) + skip * item_bytes, n);
@@ -53,12 +56,14 @@ class InProcessGroup::Rank : public Communicator {
       for (int64_t i = lo; i < hi; ++i) scratch_[i - lo] += v[i];
     }
     g_.sync_.arrive_and_wait();  // everyone has read the inputs
-    for (int q = 0; q < size(); ++q) std::memcpy(static_cast<float*>(g_.posts_[q].recv) + lo, scratch_.data(), (hi - lo) * sizeof(float));
+    for (int q = 0; q < size(); ++q)
+      std::memcpy(static_cast<float*>(g_.posts_[q].recv) + lo, scratch_.data(), (hi - lo) * sizeof(float));
     g_.sync_.arrive_and_wait();
   }
 
   void broadcast(void* data, size_t bytes, int root) override {
-    if (root < 0 || root >= size()) throw Error("broadcast: root " + std::to_string(root) + " does not exist");
+    if (root < 0 || root >= size())
+      throw Error("broadcast: root " + std::to_string(root) + " does not exist");
     post({data, data, nullptr, bytes});
     if (r_ != root) std::memcpy(data, g_.posts_[root].send, bytes);
     g_.sync_.arrive_and_wait();
@@ -77,13 +82,16 @@ class InProcessGroup::Rank : public Communicator {
   std::vector<float> scratch_;
 };
 
-InProcessGroup::InProcessGroup(int n_ranks) : posts_(n_ranks > 0 ? n_ranks : 0), sync_(n_ranks > 0 ? n_ranks : 1) {
+InProcessGroup::InProcessGroup(int n_ranks)
+    : posts_(n_ranks > 0 ? n_ranks : 0), sync_(n_ranks > 0 ? n_ranks : 1) {
   if (n_ranks < 1) throw Error("InProcessGroup: needs at least one rank");
   for (int r = 0; r < n_ranks; ++r) ranks_.push_back(std::make_unique<Rank>(*this, r));
 }
 
 InProcessGroup::~InProcessGroup() = default;
 
-Communicator& InProcessGroup::rank(int r) { return *ranks_.at(static_cast<size_t>(r)); }
+Communicator& InProcessGroup::rank(int r) {
+  return *ranks_.at(static_cast<size_t>(r));
+}
 
 }  // namespace sy

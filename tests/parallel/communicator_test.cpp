@@ -1,5 +1,7 @@
 // The collectives behind expert parallelism: the single-process communicator, and N ranks
 // as threads (InProcessGroup), on hand-made data whose results are worked out below.
+#include "parallel/communicator.h"
+
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -8,7 +10,6 @@
 
 #include "base/error.h"
 #include "moe/expert_exchange.h"
-#include "parallel/communicator.h"
 #include "parallel/in_process_group.h"
 
 namespace sy {

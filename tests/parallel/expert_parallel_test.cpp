@@ -24,7 +24,8 @@ std::vector<float> alone(const Model& m, const std::vector<int32_t>& tokens) {
   return std::vector<float>(s.logits(0), s.logits(0) + tokens.size() * nv);
 }
 
-void check_expert_parallel(const std::string& model, int ranks, const std::vector<std::vector<int32_t>>& prompts) {
+void check_expert_parallel(const std::string& model, int ranks,
+                           const std::vector<std::vector<int32_t>>& prompts) {
   auto m = Model::load(test::shared_path(model));
   InProcessGroup g(ranks);
   std::vector<std::vector<float>> got(ranks);
@@ -61,14 +62,16 @@ TEST(ExpertParallel, MixtralTwoRanksMatchOneProcess) {
 
 TEST(ExpertParallel, OlmoeThreeRanksUnevenPromptsMatchOneProcess) {
   // 16 experts over 3 ranks (5 / 5 / 6), prompts of 1, 9 and 4 tokens.
-  check_expert_parallel("fixtures/olmoe/model.gguf", 3,
-                        {{42}, {510, 3158, 8516, 30013, 27287, 689, 253, 22658, 4370}, {12092, 13, 849, 403}});
+  check_expert_parallel(
+      "fixtures/olmoe/model.gguf", 3,
+      {{42}, {510, 3158, 8516, 30013, 27287, 689, 253, 22658, 4370}, {12092, 13, 849, 403}});
 }
 
 TEST(ExpertParallel, Qwen2MoeMoreRanksThanSomeExpertsGet) {
   // 8 experts over 5 ranks: some ranks own one expert, and most experts see rows from
   // several ranks.
-  check_expert_parallel("fixtures/qwen2moe/model.gguf", 5, {{9906, 1917}, {785}, {40, 1079, 1093}, {17, 18, 19, 20}, {2000}});
+  check_expert_parallel("fixtures/qwen2moe/model.gguf", 5,
+                        {{9906, 1917}, {785}, {40, 1079, 1093}, {17, 18, 19, 20}, {2000}});
 }
 
 }  // namespace

@@ -20,8 +20,9 @@ void check_against_reference(const std::string& python_modules, const std::strin
     GTEST_SKIP() << "the Python packages " << python_modules << " are not installed";
   }
   const std::string vocab = vocab_path(vocab_name);
-  const CliRun r = run_command("python3 " + std::string(SY_SOURCE_DIR) + "/tests/tokenizer/reference_tokenizer_check.py " +
-                               SY_CLI_PATH + " " + vocab + " 200 7");
+  const CliRun r =
+      run_command("python3 " + std::string(SY_SOURCE_DIR) + "/tests/tokenizer/reference_tokenizer_check.py " +
+                  SY_CLI_PATH + " " + vocab + " 200 7");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("200 of 200 texts tokenize identically"), std::string::npos) << r.out;
 }

@@ -18,11 +18,13 @@ void CpuBackend::matmul_same_input(const std::vector<cpu::MatmulTarget>& targets
   cpu::matmul_same_input(targets, x, pool_, matmul_scratch_);
 }
 
-void CpuBackend::ffn(const std::vector<FfnJob>& jobs, cpu::Rows x, cpu::OutRows out) { ffn_.run(jobs, x, out, pool_); }
+void CpuBackend::ffn(const std::vector<FfnJob>& jobs, cpu::Rows x, cpu::OutRows out) {
+  ffn_.run(jobs, x, out, pool_);
+}
 
 void CpuBackend::attention(const float* q, int64_t q_ld, const int32_t* positions,
-                           const std::vector<cpu::AttentionRun>& runs, const cpu::AttentionShape& s, float* out,
-                           int64_t out_ld) {
+                           const std::vector<cpu::AttentionRun>& runs, const cpu::AttentionShape& s,
+                           float* out, int64_t out_ld) {
   cpu::attention(q, q_ld, positions, runs, s, out, out_ld, pool_, attention_scratch_);
 }
 

@@ -15,8 +15,9 @@ class CpuBackend : public Backend {
   void matmul(const WeightMatrix& w, cpu::Rows x, cpu::OutRows y) override;
   void matmul_same_input(const std::vector<cpu::MatmulTarget>& targets, cpu::Rows x) override;
   void ffn(const std::vector<FfnJob>& jobs, cpu::Rows x, cpu::OutRows out) override;
-  void attention(const float* q, int64_t q_ld, const int32_t* positions, const std::vector<cpu::AttentionRun>& runs,
-                 const cpu::AttentionShape& s, float* out, int64_t out_ld) override;
+  void attention(const float* q, int64_t q_ld, const int32_t* positions,
+                 const std::vector<cpu::AttentionRun>& runs, const cpu::AttentionShape& s, float* out,
+                 int64_t out_ld) override;
 
  private:
   ThreadPool& pool_;
