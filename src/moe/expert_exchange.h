@@ -26,7 +26,6 @@ class ExpertExchange {
   // This rank's experts that received rows (ascending), their row counts, and the rows.
   const std::vector<int32_t>& active() const { return active_; }
   const std::vector<int64_t>& offsets() const { return local_offset_; }  // per expert, n_expert + 1
-  int64_t offset(int e) const { return local_offset_[e]; }
   int64_t rows(int e) const { return local_offset_[e + 1] - local_offset_[e]; }
   int64_t n_rows() const { return local_offset_.empty() ? 0 : local_offset_.back(); }
   const float* local_rows() const { return local_.data(); }
@@ -35,7 +34,6 @@ class ExpertExchange {
   void combine(Communicator& comm, const float* local_out, float* out, int64_t d);
 
  private:
-  int n_expert_ = 0;
   std::vector<int64_t> mine_;                       // per expert: this rank's rows
   std::vector<int64_t> counts_;                     // [rank][expert]: rows each rank routes to each expert
   std::vector<int64_t> send_counts_, recv_counts_;  // rows per rank, this layer
@@ -43,7 +41,9 @@ class ExpertExchange {
   std::vector<int64_t> perm_;                       // received row i (rank-major) -> its local row
   std::vector<int64_t> fill_;                       // scratch: next free local row per expert
   std::vector<int32_t> active_;
-  std::vector<float> received_, local_, returned_;
+  // Rows in rank-major order: received by dispatch, then reused for the results combine
+  // sends back (same counts, same order).
+  std::vector<float> exchanged_, local_;
 };
 
 }  // namespace sy

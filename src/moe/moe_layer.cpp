@@ -74,11 +74,12 @@ MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const Weig
                 local_out_.data(), backend, stats, [] {});
     exchange_.combine(*opt.comm, local_out_.data(), expert_out_.data(), d);
   } else {
-    // Tokens per active expert (padding rows of static gating excluded).
+    // Tokens per active expert: its rows, less static gating's padding rows.
     active_tokens_.clear();
     for (int32_t e : plan_.active) {
-      int64_t n_tok = 0;
-      for (int64_t r = plan_.offset[e]; r < plan_.offset[e + 1]; ++r) n_tok += plan_.row_token[r] >= 0;
+      int64_t n_tok = plan_.rows(e);
+      if (dense)
+        for (int64_t r = plan_.offset[e]; r < plan_.offset[e + 1]; ++r) n_tok -= plan_.row_token[r] < 0;
       active_tokens_.push_back(n_tok);
     }
     run_experts(store, layer, plan_.active, plan_.offset, {gathered_.data(), rows, d}, expert_out_.data(), backend, stats, [&] {

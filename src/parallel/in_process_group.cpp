@@ -14,7 +14,7 @@ class InProcessGroup::Rank : public Communicator {
   int size() const override { return g_.size(); }
 
   void all_gather(const void* send, size_t bytes, void* recv) override {
-    post({send, recv, nullptr, bytes});
+    post({send, recv, nullptr});
     for (int q = 0; q < size(); ++q)
       std::memcpy(static_cast<uint8_t*>(recv) + q * bytes, g_.posts_[q].send, bytes);
     g_.sync_.arrive_and_wait();
@@ -26,7 +26,7 @@ class InProcessGroup::Rank : public Communicator {
       throw Error("all_to_all_v: needs one send and one receive count per rank (" + std::to_string(size()) +
                   ")");
     }
-    post({send, recv, &send_counts, item_bytes});
+    post({send, recv, &send_counts});
     auto* out = static_cast<uint8_t*>(recv);
     for (int q = 0; q < size(); ++q) {
       // Rank q's items for this rank start after what q sends to lower ranks.
@@ -46,7 +46,7 @@ class InProcessGroup::Rank : public Communicator {
   }
 
   void all_reduce_sum(float* data, int64_t n) override {
-    post({nullptr, data, nullptr, static_cast<size_t>(n)});
+    post({nullptr, data, nullptr});
     // Each rank sums its slice of the elements over all ranks, then, once every rank has
     // read the inputs, writes that slice into every rank's buffer.
     const int64_t lo = n * r_ / size(), hi = n * (r_ + 1) / size();
@@ -64,7 +64,7 @@ class InProcessGroup::Rank : public Communicator {
   void broadcast(void* data, size_t bytes, int root) override {
     if (root < 0 || root >= size())
       throw Error("broadcast: root " + std::to_string(root) + " does not exist");
-    post({data, data, nullptr, bytes});
+    post({data, data, nullptr});
     if (r_ != root) std::memcpy(data, g_.posts_[root].send, bytes);
     g_.sync_.arrive_and_wait();
   }

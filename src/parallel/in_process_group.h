@@ -30,7 +30,6 @@ class InProcessGroup {
     const void* send = nullptr;
     void* recv = nullptr;
     const std::vector<int64_t>* send_counts = nullptr;
-    size_t bytes = 0;
   };
   std::vector<Post> posts_;
   std::barrier<> sync_;

@@ -77,11 +77,6 @@ TEST(AnalysisCachePolicy, FrequencyBeatsRecency) {
   EXPECT_EQ(m.at("belady"), 3);
 }
 
-// Two layers of two experts: layer 0 alternates 0, 1, 0, 1; layer 1 always uses expert 0.
-//   One slot per layer: layer 0 misses every step (4), layer 1 only once: 5 misses.
-//   One pool of 3 for both layers: only the 3 cold misses.
-//   One pool of 2 (LRU), requests 0 2 | 1 2 | 0 2 | 1 2 (units; layer 1's expert 0 is
-//   unit 2): 1 evicts 0 (older than 2), 0 evicts 1, 1 evicts 0; 2 always hits: 5 misses.
 // LFU counts tokens: unit 0 served 5 tokens, unit 1 one, later; a third unit evicts
 // unit 1 (score 0.9 * 1 against 0.9 * 5). Counting steps would tie them and evict the
 // least recently used, unit 0. A prefetch (0 tokens) loads a unit without scoring it:
@@ -104,6 +99,11 @@ TEST(AnalysisCachePolicy, LfuCountsTokensNotPrefetches) {
   }
 }
 
+// Two layers of two experts: layer 0 alternates 0, 1, 0, 1; layer 1 always uses expert 0.
+//   One slot per layer: layer 0 misses every step (4), layer 1 only once: 5 misses.
+//   One pool of 3 for both layers: only the 3 cold misses.
+//   One pool of 2 (LRU), requests 0 2 | 1 2 | 0 2 | 1 2 (units; layer 1's expert 0 is
+//   unit 2): 1 evicts 0 (older than 2), 0 evicts 1, 1 evicts 0; 2 always hits: 5 misses.
 TEST(AnalysisCachePolicy, PerLayerAndGlobalPools) {
   const Trace t = test::trace_of_layered_sets(2, {{{0}, {0}}, {{1}, {0}}, {{0}, {0}}, {{1}, {0}}});
   const CacheSimResult per_layer = simulate_cache(t, "lru", CacheScope::PerLayer, 1);
