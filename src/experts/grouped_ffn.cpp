@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kernels/cpu/ops.h"
+#include "kernels/cpu/dot.h"
 
 namespace sy {
 
@@ -46,6 +46,7 @@ void GroupedFfn::run(const std::vector<FfnJob>& jobs, cpu::Rows x, cpu::OutRows 
 
   // 2. Gate and up rows with SwiGLU on the tile's columns.
   make_tiles(jobs, false);
+  const auto swiglu = cpu::dot_kernels().swiglu;
   pool.parallel_for(static_cast<int64_t>(tiles_.size()), [&](int64_t i, int) {
     const Tile& t = tiles_[i];
     const FfnJob& job = jobs[t.job];
@@ -54,7 +55,7 @@ void GroupedFfn::run(const std::vector<FfnJob>& jobs, cpu::Rows x, cpu::OutRows 
     float* u = up_.data() + job.row0 * ff;
     cpu::matmul_rows(job.w.gate, in_[t.job], {g, ff}, t.r0, t.r1);
     cpu::matmul_rows(job.w.up, shared ? in_[t.job] : in_up_[t.job], {u, ff}, t.r0, t.r1);
-    for (int64_t r = 0; r < job.rows; ++r) cpu::swiglu(g + r * ff + t.r0, u + r * ff + t.r0, t.r1 - t.r0);
+    for (int64_t r = 0; r < job.rows; ++r) swiglu(g + r * ff + t.r0, u + r * ff + t.r0, t.r1 - t.r0);
   });
 
   // 3. SwiGLU outputs as inputs of the down projections.

@@ -67,53 +67,78 @@ TEST(Kernels, DispatchedDotMatchesScalar) {
   }
 }
 
-TEST(Kernels, RowKernelsMatchScalar) {
+// The attention row kernels: one cached row (KV heads side by side, grouped query heads)
+// against every head, on head sizes that are not multiples of the vector width.
+TEST(Kernels, HeadKernelsMatchScalar) {
   const DotKernels& fast = dot_kernels();
   const DotKernels& ref = dot_kernels_scalar();
-  for (int64_t n : {8, 72, 128, 200}) {
-    const int64_t n_rows = 13, ld = 3 * n + 5, offset = n + 3;
-    const auto store = random_vec(n_rows * ld, 6), x = random_vec(n, 7), w = random_vec(n_rows, 8);
-    std::vector<const float*> rows;
-    for (int64_t r = 0; r < n_rows; ++r) rows.push_back(store.data() + r * ld);
-    std::vector<float> a(n_rows), b(n_rows);
-    fast.dot_rows(x.data(), rows.data(), n_rows, offset, n, 0.5f, a.data());
-    ref.dot_rows(x.data(), rows.data(), n_rows, offset, n, 0.5f, b.data());
-    for (int64_t r = 0; r < n_rows; ++r) EXPECT_NEAR(a[r], b[r], 1e-4 * n) << n;
-    std::vector<float> o1(n, 1.0f), o2(n, 1.0f);  // accumulates into what is there
-    fast.weighted_rows(w.data(), rows.data(), n_rows, offset, n, o1.data());
-    ref.weighted_rows(w.data(), rows.data(), n_rows, offset, n, o2.data());
-    for (int64_t i = 0; i < n; ++i) {
-      float want = 1.0f;
-      for (int64_t r = 0; r < n_rows; ++r) want += w[r] * rows[r][offset + i];
-      EXPECT_NEAR(o1[i], want, 1e-4) << n;
-      EXPECT_NEAR(o2[i], want, 1e-4) << n;
-    }
-    // The f16 forms, against the same sums over the rounded values.
-    std::vector<uint16_t> half(store.size());
-    for (size_t i = 0; i < store.size(); ++i) half[i] = f32_to_f16(store[i]);
-    std::vector<const uint16_t*> hrows;
-    for (int64_t r = 0; r < n_rows; ++r) hrows.push_back(half.data() + r * ld);
-    for (const DotKernels* kk : {&fast, &ref}) {
-      kk->dot_rows_f16(x.data(), hrows.data(), n_rows, offset, n, 0.5f, a.data());
-      std::vector<float> o(n, 1.0f);
-      kk->weighted_rows_f16(w.data(), hrows.data(), n_rows, offset, n, o.data());
-      for (int64_t r = 0; r < n_rows; ++r) {
-        double d = 0;
-        for (int64_t i = 0; i < n; ++i) d += x[i] * f16_to_f32(hrows[r][offset + i]);
-        EXPECT_NEAR(a[r], 0.5 * d, 1e-4 * n) << kk->isa << " " << n;
+  for (int64_t d : {8, 72, 128, 200}) {
+    for (int group : {1, 4}) {
+      const int nh = 8, nkv = nh / group;
+      const int64_t stride = 11;  // scores of one head are `stride` apart
+      const auto row = random_vec(nkv * d, 6), q = random_vec(nh * d, 7), w = random_vec(nh * stride, 8);
+      std::vector<float> a(nh * stride), b(nh * stride);
+      fast.dot_heads(q.data(), row.data(), nh, group, d, 0.5f, a.data(), stride);
+      ref.dot_heads(q.data(), row.data(), nh, group, d, 0.5f, b.data(), stride);
+      for (int h = 0; h < nh; ++h) {
+        double want = 0;
+        for (int64_t i = 0; i < d; ++i) want += double{q[h * d + i]} * row[h / group * d + i];
+        EXPECT_NEAR(a[h * stride], 0.5 * want, 1e-4 * d) << d;
+        EXPECT_NEAR(b[h * stride], 0.5 * want, 1e-4 * d) << d;
       }
-      for (int64_t i = 0; i < n; ++i) {
-        double want = 1.0;
-        for (int64_t r = 0; r < n_rows; ++r) want += w[r] * f16_to_f32(hrows[r][offset + i]);
-        EXPECT_NEAR(o[i], want, 1e-4) << kk->isa << " " << n;
+      std::vector<float> o1(nh * d, 1.0f), o2(nh * d, 1.0f);  // accumulates into what is there
+      fast.axpy_heads(w.data(), stride, row.data(), nh, group, d, o1.data());
+      ref.axpy_heads(w.data(), stride, row.data(), nh, group, d, o2.data());
+      for (int h = 0; h < nh; ++h) {
+        for (int64_t i = 0; i < d; ++i) {
+          const float want = 1.0f + w[h * stride] * row[h / group * d + i];
+          EXPECT_NEAR(o1[h * d + i], want, 1e-5) << d;
+          EXPECT_NEAR(o2[h * d + i], want, 1e-5) << d;
+        }
+      }
+      // The f16 forms, against the same sums over the rounded values.
+      std::vector<uint16_t> half(row.size());
+      for (size_t i = 0; i < row.size(); ++i) half[i] = f32_to_f16(row[i]);
+      for (const DotKernels* kk : {&fast, &ref}) {
+        kk->dot_heads_f16(q.data(), half.data(), nh, group, d, 0.5f, a.data(), stride);
+        std::vector<float> o(nh * d, 1.0f);
+        kk->axpy_heads_f16(w.data(), stride, half.data(), nh, group, d, o.data());
+        for (int h = 0; h < nh; ++h) {
+          double want = 0;
+          for (int64_t i = 0; i < d; ++i) want += double{q[h * d + i]} * f16_to_f32(half[h / group * d + i]);
+          EXPECT_NEAR(a[h * stride], 0.5 * want, 1e-4 * d) << kk->isa << " " << d;
+          for (int64_t i = 0; i < d; ++i) {
+            EXPECT_NEAR(o[h * d + i], 1.0f + w[h * stride] * f16_to_f32(half[h / group * d + i]), 1e-5)
+                << kk->isa << " " << d;
+          }
+        }
       }
     }
   }
 }
 
-// Ragged batch of three sequences (grouped KV heads, paged cache, several rows per
-// sequence, one sequence decoding alone) against attention written out naively, with f32
-// and with f16 cached values.
+// The vector exp of the dispatched softmax and SwiGLU against libm, over the range a
+// softmax or a gate sees, including values that underflow.
+TEST(Kernels, VectorExpKernelsMatchLibm) {
+  const DotKernels& fast = dot_kernels();
+  for (int64_t n : {1, 7, 8, 33, 300}) {
+    std::vector<float> x(n), want(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = -100.0f + 130.0f * static_cast<float>(i) / static_cast<float>(n);
+    if (n == 1) x[0] = 3.0f;
+    want = x;
+    softmax(want.data(), n);
+    std::vector<float> got = x;
+    fast.softmax(got.data(), n);
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(got[i], want[i], 1e-6 + 4e-7 * want[i]) << fast.isa << " " << n;
+    std::vector<float> up = random_vec(n, 9), g1 = x, g2 = x;
+    for (float& v : g1) v *= 0.3f;
+    g2 = g1;
+    swiglu(g1.data(), up.data(), n);
+    fast.swiglu(g2.data(), up.data(), n);
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(g2[i], g1[i], 1e-6 + 4e-7 * std::fabs(g1[i])) << fast.isa << " " << n;
+  }
+}
+
 TEST(Kernels, AttentionMatchesNaive) {
   const AttentionShape s{6, 2, 16, 8, 0.25f};
   const int64_t kd = s.n_head_kv * s.head_dim_k, vd = s.n_head_kv * s.head_dim_v, od = s.n_head * s.head_dim_v;

@@ -54,22 +54,14 @@ class AttentionScratch {
   };
   std::vector<Task>& tasks() { return tasks_; }
   void reserve_threads(int n) {
-    if (scores_.size() < static_cast<size_t>(n)) {
-      scores_.resize(n);
-      rows_.resize(n);
-      rows_f16_.resize(n);
-    }
+    if (scores_.size() < static_cast<size_t>(n)) scores_.resize(n);
   }
-  // Thread `thread`'s buffers of at least n scores / n cache row pointers.
+  // Thread `thread`'s buffer of at least n scores.
   float* scores(int thread, size_t n);
-  const float** rows(int thread, size_t n);
-  const uint16_t** rows_f16(int thread, size_t n);
 
  private:
   std::vector<Task> tasks_;
   std::vector<std::vector<float>> scores_;
-  std::vector<std::vector<const float*>> rows_;
-  std::vector<std::vector<const uint16_t*>> rows_f16_;
 };
 
 // Query row t (q + t * q_ld, at position positions[t]) attends to its sequence's cached

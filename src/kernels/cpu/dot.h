@@ -17,27 +17,35 @@ struct DotKernels {
   float (*q8_0)(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n);
   float (*q4_0)(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n);
   void (*axpy)(float a, const float* x, float* y, int64_t n);  // y += a * x
-  // out[r] = scale * dot(x, rows[r] + offset) for r < n_rows, each over n values
-  // (attention scores against cached keys; same sums as f32).
-  void (*dot_rows)(const float* x, const float* const* rows, int64_t n_rows, int64_t offset, int64_t n,
-                   float scale, float* out);
-  // out[i] += w[r] * (rows[r] + offset)[i] for r in order, i < n (attention's weighted
-  // values, accumulated in registers; the same sums as axpy row by row).
-  void (*weighted_rows)(const float* w, const float* const* rows, int64_t n_rows, int64_t offset, int64_t n,
-                        float* out);
+  // One cached position against a task's nh query heads, head h reading KV head h / group
+  // of the row (attention walks the cache position by position, so each cached row is
+  // read once, as one contiguous stream, for all heads):
+  //   out[h * out_stride] = scale * dot(q + h * d, row + (h / group) * d)   over d values.
+  void (*dot_heads)(const float* q, const float* row, int nh, int group, int64_t d, float scale, float* out,
+                    int64_t out_stride);
+  // out[h * d + i] += w[h * w_stride] * row[(h / group) * d + i]   for h < nh, i < d
+  // (the softmax-weighted values of one cached position added into every head's output).
+  void (*axpy_heads)(const float* w, int64_t w_stride, const float* row, int nh, int group, int64_t d, float* out);
   // The same over rows of f16 values (an f16 KV cache).
-  void (*dot_rows_f16)(const float* x, const uint16_t* const* rows, int64_t n_rows, int64_t offset, int64_t n,
-                       float scale, float* out);
-  void (*weighted_rows_f16)(const float* w, const uint16_t* const* rows, int64_t n_rows, int64_t offset, int64_t n,
-                            float* out);
+  void (*dot_heads_f16)(const float* q, const uint16_t* row, int nh, int group, int64_t d, float scale, float* out,
+                        int64_t out_stride);
+  void (*axpy_heads_f16)(const float* w, int64_t w_stride, const uint16_t* row, int nh, int group, int64_t d,
+                         float* out);
+  // x = softmax(x) in place, exp evaluated as a vector polynomial (attention weights; the
+  // router keeps ops.h's libm softmax, whose exact values pick the top-k experts).
+  void (*softmax)(float* x, int64_t n);
+  // gate[i] = silu(gate[i]) * up[i]
+  void (*swiglu)(float* gate, const float* up, int64_t n);
 };
 
 // Best kernels for this CPU, chosen once; SY_ISA=scalar in the environment forces the
-// portable reference kernels.
+// portable reference kernels (here and for the packed kernels).
 const DotKernels& dot_kernels();
 const DotKernels& dot_kernels_scalar();
 // nullptr when the CPU lacks AVX2/FMA/F16C.
 const DotKernels* dot_kernels_avx2();
+// True when SY_ISA=scalar asks for the portable kernels everywhere.
+bool isa_forced_scalar();
 
 // True when weights of this type take Q8_0 activations.
 inline bool takes_q8_activations(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }

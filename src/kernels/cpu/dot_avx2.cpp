@@ -4,6 +4,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <cmath>
+
 #define SY_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 namespace sy::cpu {
@@ -111,38 +113,99 @@ SY_AVX2 void axpy(float a, const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
-SY_AVX2 void dot_rows(const float* x, const float* const* rows, int64_t n_rows, int64_t offset, int64_t n,
-                      float scale, float* out) {
-  for (int64_t r = 0; r < n_rows; ++r) out[r] = dot_f32(x, rows[r] + offset, n) * scale;
-}
-
 SY_AVX2 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 SY_AVX2 inline __m256 load8(const uint16_t* p) { return load_f16(p); }
 SY_AVX2 inline float to_f32(float v) { return v; }
 SY_AVX2 inline float to_f32(uint16_t v) { return _cvtsh_ss(v); }
 
-// Rows of float or f16 values: 64 outputs at a time stay in 8 registers across all rows.
 template <class T>
-SY_AVX2 void weighted_rows(const float* w, const T* const* rows, int64_t n_rows, int64_t offset, int64_t n, float* out) {
-  int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    __m256 acc[8];
-    for (int j = 0; j < 8; ++j) acc[j] = _mm256_loadu_ps(out + i + 8 * j);
-    for (int64_t r = 0; r < n_rows; ++r) {
-      const __m256 wr = _mm256_set1_ps(w[r]);
-      const T* v = rows[r] + offset + i;
-#pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(wr, load8(v + 8 * j), acc[j]);
+SY_AVX2 void dot_heads(const float* q, const T* row, int nh, int group, int64_t d, float scale, float* out,
+                       int64_t out_stride) {
+  for (int h = 0; h < nh; ++h) {
+    const T* kr = row + int64_t{h / group} * d;
+    const float* qh = q + h * d;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    int64_t i = 0;
+    for (; i + 16 <= d; i += 16) {
+      a0 = _mm256_fmadd_ps(load8(kr + i), _mm256_loadu_ps(qh + i), a0);
+      a1 = _mm256_fmadd_ps(load8(kr + i + 8), _mm256_loadu_ps(qh + i + 8), a1);
     }
-    for (int j = 0; j < 8; ++j) _mm256_storeu_ps(out + i + 8 * j, acc[j]);
+    float s = hsum(_mm256_add_ps(a0, a1));
+    for (; i < d; ++i) s += to_f32(kr[i]) * qh[i];
+    out[h * out_stride] = s * scale;
   }
-  for (int64_t r = 0; r < n_rows && i < n; ++r)
-    for (int64_t j = i; j < n; ++j) out[j] += w[r] * to_f32(rows[r][offset + j]);
 }
 
-SY_AVX2 void dot_rows_f16(const float* x, const uint16_t* const* rows, int64_t n_rows, int64_t offset, int64_t n,
-                          float scale, float* out) {
-  for (int64_t r = 0; r < n_rows; ++r) out[r] = dot_f16(rows[r] + offset, x, n) * scale;
+template <class T>
+SY_AVX2 void axpy_heads(const float* w, int64_t w_stride, const T* row, int nh, int group, int64_t d, float* out) {
+  for (int h = 0; h < nh; ++h) {
+    const T* vr = row + int64_t{h / group} * d;
+    float* o = out + h * d;
+    const float a = w[h * w_stride];
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= d; i += 8) _mm256_storeu_ps(o + i, _mm256_fmadd_ps(va, load8(vr + i), _mm256_loadu_ps(o + i)));
+    for (; i < d; ++i) o[i] += a * to_f32(vr[i]);
+  }
+}
+
+// e^x to ~2 ulp: x = n ln2 + r with |r| <= ln2 / 2, e^r by its Taylor polynomial to r^6,
+// 2^n put into the exponent bits. Inputs are clamped to the finite float range.
+SY_AVX2 inline __m256 exp8(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.7f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145752f), x);  // ln 2 in two parts, exact n * hi
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860677e-6f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  // n in [-126, 128]: 2^n as a float, split in two factors so that n = 128 does not overflow.
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i half = _mm256_srai_epi32(ni, 1);
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half, _mm256_set1_epi32(127)), 23));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, half), _mm256_set1_epi32(127)), 23));
+  return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+SY_AVX2 void softmax(float* x, int64_t n) {
+  __m256 vmax = _mm256_set1_ps(-INFINITY);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  float max = _mm_cvtss_f32(m4);
+  for (; i < n; ++i) max = x[i] > max ? x[i] : max;
+  const __m256 vm = _mm256_set1_ps(max);
+  __m256 vsum = _mm256_setzero_ps();
+  for (i = 0; i + 8 <= n; i += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+    _mm256_storeu_ps(x + i, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  float sum = hsum(vsum);
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  const __m256 inv = _mm256_set1_ps(1.0f / sum);
+  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+  for (; i < n; ++i) x[i] *= 1.0f / sum;
+}
+
+SY_AVX2 void swiglu(float* gate, const float* up, int64_t n) {
+  int64_t i = 0;
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), g))));
+    _mm256_storeu_ps(gate + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
 }  // namespace
@@ -152,8 +215,19 @@ const DotKernels* dot_kernels_avx2() {
       !__builtin_cpu_supports("f16c")) {
     return nullptr;
   }
-  static const DotKernels k{"avx2", dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0, axpy, dot_rows, weighted_rows<float>,
-                            dot_rows_f16, weighted_rows<uint16_t>};
+  static const DotKernels k{"avx2",
+                            dot_f32,
+                            dot_f16,
+                            dot_bf16,
+                            dot_q8_0,
+                            dot_q4_0,
+                            axpy,
+                            dot_heads<float>,
+                            axpy_heads<float>,
+                            dot_heads<uint16_t>,
+                            axpy_heads<uint16_t>,
+                            softmax,
+                            swiglu};
   return &k;
 }
 

@@ -1,5 +1,6 @@
 // Portable reference kernels: the fallback on any CPU and the ground truth in tests.
 #include "kernels/cpu/dot.h"
+#include "kernels/cpu/ops.h"
 
 namespace sy::cpu {
 namespace {
@@ -49,31 +50,38 @@ void axpy(float a, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-void dot_rows(const float* x, const float* const* rows, int64_t n_rows, int64_t offset, int64_t n, float scale,
-              float* out) {
-  for (int64_t r = 0; r < n_rows; ++r) out[r] = dot_f32(x, rows[r] + offset, n) * scale;
+template <class T>
+float to_float(T v) {
+  if constexpr (sizeof(T) == 2) return f16_to_f32(v);
+  else return v;
 }
 
-void weighted_rows(const float* w, const float* const* rows, int64_t n_rows, int64_t offset, int64_t n, float* out) {
-  for (int64_t r = 0; r < n_rows; ++r) axpy(w[r], rows[r] + offset, out, n);
+template <class T>
+void dot_heads(const float* q, const T* row, int nh, int group, int64_t d, float scale, float* out, int64_t out_stride) {
+  for (int h = 0; h < nh; ++h) {
+    const T* kr = row + int64_t{h / group} * d;
+    float s = 0.0f;
+    for (int64_t i = 0; i < d; ++i) s += to_float(kr[i]) * q[h * d + i];
+    out[h * out_stride] = s * scale;
+  }
 }
 
-void dot_rows_f16(const float* x, const uint16_t* const* rows, int64_t n_rows, int64_t offset, int64_t n, float scale,
-                  float* out) {
-  for (int64_t r = 0; r < n_rows; ++r) out[r] = dot_f16(rows[r] + offset, x, n) * scale;
-}
-
-void weighted_rows_f16(const float* w, const uint16_t* const* rows, int64_t n_rows, int64_t offset, int64_t n,
-                       float* out) {
-  for (int64_t r = 0; r < n_rows; ++r)
-    for (int64_t i = 0; i < n; ++i) out[i] += w[r] * f16_to_f32(rows[r][offset + i]);
+template <class T>
+void axpy_heads(const float* w, int64_t w_stride, const T* row, int nh, int group, int64_t d, float* out) {
+  for (int h = 0; h < nh; ++h) {
+    const T* vr = row + int64_t{h / group} * d;
+    for (int64_t i = 0; i < d; ++i) out[h * d + i] += w[h * w_stride] * to_float(vr[i]);
+  }
 }
 
 }  // namespace
 
 const DotKernels& dot_kernels_scalar() {
-  static const DotKernels k{"scalar", dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0, axpy, dot_rows, weighted_rows,
-                            dot_rows_f16, weighted_rows_f16};
+  static const DotKernels k{"scalar",           dot_f32,           dot_f16,
+                            dot_bf16,           dot_q8_0,          dot_q4_0,
+                            axpy,               dot_heads<float>,  axpy_heads<float>,
+                            dot_heads<uint16_t>, axpy_heads<uint16_t>, softmax,
+                            swiglu};
   return k;
 }
 

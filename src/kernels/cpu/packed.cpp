@@ -151,8 +151,7 @@ const PackedKernels& packed_kernels_scalar() {
 
 const PackedKernels& packed_kernels() {
   static const PackedKernels& chosen = []() -> const PackedKernels& {
-    const char* isa = std::getenv("SY_ISA");
-    if (isa && std::strcmp(isa, "scalar") == 0) return packed_kernels_scalar();
+    if (isa_forced_scalar()) return packed_kernels_scalar();
     if (const PackedKernels* k = packed_kernels_avx512vnni()) return *k;
     return packed_kernels_scalar();
   }();
