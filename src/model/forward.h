@@ -47,6 +47,8 @@ class Forward {
   void set_routing_observer(RoutingObserver* observer) { moe_opt_.observer = observer; }
 
  private:
+  // y = rms_norm(x) * weight for n rows of n_embd values, rows across the threads.
+  void norm_rows(const float* x, const std::vector<float>& weight, int64_t n, float* y);
   void attention_block(int il, const Batch& b, KvCache& cache);
   void ffn_block(int il, int64_t n);
 

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "kernels/cpu/dot.h"
 
 namespace sy {
 namespace {
@@ -85,10 +86,9 @@ void KvCache::store(int layer, int seq, int64_t pos, const float* k, const float
     std::memcpy(vr, v, v_dim_ * sizeof(float));
     return;
   }
-  auto* kh = reinterpret_cast<uint16_t*>(kr);
-  auto* vh = reinterpret_cast<uint16_t*>(vr);
-  for (int64_t i = 0; i < k_dim_; ++i) kh[i] = f32_to_f16(k[i]);
-  for (int64_t i = 0; i < v_dim_; ++i) vh[i] = f32_to_f16(v[i]);
+  const cpu::DotKernels& kernels = cpu::dot_kernels();
+  kernels.to_f16(k, reinterpret_cast<uint16_t*>(kr), k_dim_);
+  kernels.to_f16(v, reinterpret_cast<uint16_t*>(vr), v_dim_);
 }
 
 void KvCache::copy_position(int layer, int dst, int src, int64_t pos) {

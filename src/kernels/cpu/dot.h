@@ -36,6 +36,8 @@ struct DotKernels {
   void (*softmax)(float* x, int64_t n);
   // gate[i] = silu(gate[i]) * up[i]
   void (*swiglu)(float* gate, const float* up, int64_t n);
+  // y[i] = x[i] as f16, rounded to nearest even (rows stored into an f16 KV cache).
+  void (*to_f16)(const float* x, uint16_t* y, int64_t n);
 };
 
 // Best kernels for this CPU, chosen once; SY_ISA=scalar in the environment forces the

@@ -208,6 +208,14 @@ SY_AVX2 void swiglu(float* gate, const float* up, int64_t n) {
   for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+SY_AVX2 void to_f16(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) y[i] = f32_to_f16(x[i]);
+}
+
 }  // namespace
 
 const DotKernels* dot_kernels_avx2() {
@@ -227,7 +235,8 @@ const DotKernels* dot_kernels_avx2() {
                             dot_heads<uint16_t>,
                             axpy_heads<uint16_t>,
                             softmax,
-                            swiglu};
+                            swiglu,
+                            to_f16};
   return &k;
 }
 

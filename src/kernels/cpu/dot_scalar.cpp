@@ -74,6 +74,10 @@ void axpy_heads(const float* w, int64_t w_stride, const T* row, int nh, int grou
   }
 }
 
+void to_f16(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f32_to_f16(x[i]);
+}
+
 }  // namespace
 
 const DotKernels& dot_kernels_scalar() {
@@ -81,7 +85,7 @@ const DotKernels& dot_kernels_scalar() {
                             dot_bf16,           dot_q8_0,          dot_q4_0,
                             axpy,               dot_heads<float>,  axpy_heads<float>,
                             dot_heads<uint16_t>, axpy_heads<uint16_t>, softmax,
-                            swiglu};
+                            swiglu,             to_f16};
   return k;
 }
 
