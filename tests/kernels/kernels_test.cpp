@@ -320,6 +320,27 @@ TEST(KernelsPacked, MatchGgufLayoutDots) {
   }
 }
 
+// The dispatched activation quantizer gives exactly the scalar one's quants, scales and
+// sums, including an all-zero block, ties at .5 and values at the block maximum.
+TEST(KernelsPacked, QuantizeGroupMatchesScalar) {
+  auto x = random_vec(kGroupValues, 31);
+  for (int j = 0; j < kQBlock; ++j) x[2 * kQBlock + j] = 0.0f;                 // block 2: zeros
+  for (int j = 0; j < kQBlock; ++j) x[5 * kQBlock + j] = 0.5f * (j % 9) - 2.0f;  // block 5: exact halves
+  x[5 * kQBlock] = 127.0f / 8;                                                  // scale 1/8: ties after scaling
+  const PackedKernels& ref = packed_kernels_scalar();
+  const PackedKernels& fast = packed_kernels();
+  std::vector<int8_t> q1(512), q2(512);
+  std::vector<float> d1(8), d2(8);
+  std::vector<int32_t> s1(8), s2(8);
+  ref.quantize_group(x.data(), q1.data(), d1.data(), s1.data());
+  fast.quantize_group(x.data(), q2.data(), d2.data(), s2.data());
+  for (int m = 0; m < 8; ++m)
+    for (int i = 0; i < 32; ++i) EXPECT_EQ(q1[64 * m + i], q2[64 * m + i]) << fast.isa << " m=" << m << " i=" << i;
+  EXPECT_EQ(d1, d2) << fast.isa;
+  EXPECT_EQ(s1, s2) << fast.isa;
+  EXPECT_EQ(d1[2], 0.0f);
+}
+
 TEST(KernelsPacked, MatmulUsesPackedWeights) {
   ThreadPool pool(2);
   MatmulScratch scratch;

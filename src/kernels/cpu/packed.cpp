@@ -74,6 +74,19 @@ void scalar_kernel(const uint8_t* w, size_t row_bytes, int64_t cols, int64_t r0,
   }
 }
 
+void quantize_group_scalar(const float* x, int8_t* q, float* d, int32_t* s) {
+  BlockQ8_0 blocks[kGroupBlocks];
+  quantize_row_q8_0(x, blocks, kGroupValues);
+  for (int m = 0; m < 8; ++m)
+    for (int i = 0; i < kGroupBlocks; ++i) std::memcpy(q + 64 * m + 4 * i, blocks[i].q + 4 * m, 4);
+  for (int i = 0; i < kGroupBlocks; ++i) {
+    int32_t sum = 0;
+    for (int j = 0; j < kQBlock; ++j) sum += blocks[i].q[j];
+    d[i] = f16_to_f32(blocks[i].d);  // the rounding llama.cpp's scales get
+    s[i] = sum;
+  }
+}
+
 }  // namespace
 
 void pack_row(DType t, const void* src, void* dst, int64_t n_values) {
@@ -123,29 +136,19 @@ void PackedActivations::quantize(const float* x, int64_t n, int64_t ld, int64_t 
     s_.resize(n * groups_ * kGroupBlocks);
   }
   if (tail_.size() < static_cast<size_t>(n * tail_blocks_)) tail_.resize(n * tail_blocks_);
-  BlockQ8_0 blocks[kGroupBlocks];
+  const auto quantize_group = packed_kernels().quantize_group;
   for (int64_t t = 0; t < n; ++t) {
     const float* xr = x + t * ld;
     for (int64_t g = 0; g < groups_; ++g) {
-      quantize_row_q8_0(xr + g * kGroupValues, blocks, kGroupValues);
-      int8_t* q = q_.data() + t * q_stride_ + group_offset(g);
-      float* d = d_.data() + (t * groups_ + g) * kGroupBlocks;
-      int32_t* s = s_.data() + (t * groups_ + g) * kGroupBlocks;
-      for (int m = 0; m < 8; ++m)
-        for (int i = 0; i < kGroupBlocks; ++i) std::memcpy(q + 64 * m + 4 * i, blocks[i].q + 4 * m, 4);
-      for (int i = 0; i < kGroupBlocks; ++i) {
-        int32_t sum = 0;
-        for (int j = 0; j < kQBlock; ++j) sum += blocks[i].q[j];
-        d[i] = f16_to_f32(blocks[i].d);  // the rounding llama.cpp's scales get
-        s[i] = sum;
-      }
+      quantize_group(xr + g * kGroupValues, q_.data() + t * q_stride_ + group_offset(g),
+                     d_.data() + (t * groups_ + g) * kGroupBlocks, s_.data() + (t * groups_ + g) * kGroupBlocks);
     }
     if (tail_blocks_ > 0) quantize_row_q8_0(xr + groups_ * kGroupValues, tail_.data() + t * tail_blocks_, tail_blocks_ * kQBlock);
   }
 }
 
 const PackedKernels& packed_kernels_scalar() {
-  static const PackedKernels k{"scalar", scalar_kernel<DType::Q4_0>, scalar_kernel<DType::Q8_0>};
+  static const PackedKernels k{"scalar", scalar_kernel<DType::Q4_0>, scalar_kernel<DType::Q8_0>, quantize_group_scalar};
   return k;
 }
 

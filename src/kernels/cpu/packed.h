@@ -75,6 +75,10 @@ struct PackedKernels {
                const PackedActivations& x, float* y, int64_t ldy);
   void (*q8_0)(const uint8_t* w, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
                const PackedActivations& x, float* y, int64_t ldy);
+  // 256 floats (8 blocks) to Q8_0 in the activation order: quants of block i's values
+  // 4m..4m+3 at q + 64 m + 4 i, its scale (rounded through f16, as llama.cpp's) at d[i]
+  // and the sum of its quants at s[i].
+  void (*quantize_group)(const float* x, int8_t* q, float* d, int32_t* s);
 };
 
 const PackedKernels& packed_kernels();          // best for this CPU
