@@ -53,8 +53,12 @@ void GroupedFfn::run(const std::vector<FfnJob>& jobs, cpu::Rows x, cpu::OutRows 
     const bool shared = job.w.up.dtype == job.w.gate.dtype && job.w.up.packed == job.w.gate.packed;
     float* g = gate_.data() + job.row0 * ff;
     float* u = up_.data() + job.row0 * ff;
-    cpu::matmul_rows(job.w.gate, in_[t.job], {g, ff}, t.r0, t.r1);
-    cpu::matmul_rows(job.w.up, shared ? in_[t.job] : in_up_[t.job], {u, ff}, t.r0, t.r1);
+    if (shared) {
+      cpu::matmul_rows_two(job.w.gate, job.w.up, in_[t.job], {g, ff}, {u, ff}, t.r0, t.r1);
+    } else {
+      cpu::matmul_rows(job.w.gate, in_[t.job], {g, ff}, t.r0, t.r1);
+      cpu::matmul_rows(job.w.up, in_up_[t.job], {u, ff}, t.r0, t.r1);
+    }
     for (int64_t r = 0; r < job.rows; ++r) swiglu(g + r * ff + t.r0, u + r * ff + t.r0, t.r1 - t.r0);
   });
 

@@ -295,7 +295,7 @@ TEST(KernelsPacked, MatchGgufLayoutDots) {
       dequantize_row(t, gguf.data() + 3 * rb, a.data(), cols);
       dequantize_packed_row(t, packed.data() + 3 * rb, b.data(), cols);
       ASSERT_EQ(a, b);
-      for (int64_t n : {1, 2, 3, 5, 8, 9, 16, 19}) {
+      for (int64_t n : {1, 2, 3, 4, 5, 8, 9, 12, 16, 19}) {
         const auto x = random_vec(n * cols, 12 + n);
         PackedActivations acts;
         acts.quantize(x.data(), n, cols, cols);
@@ -313,6 +313,41 @@ TEST(KernelsPacked, MatchGgufLayoutDots) {
               EXPECT_NEAR(y[i * rows + r], ref, 1e-4 * (1 + std::fabs(ref)))
                   << k->isa << " " << dtype_name(t) << " cols=" << cols << " n=" << n << " r=" << r << " t=" << i;
             }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The two-matrix form (an expert's gate and up on one input) gives each matrix's own
+// single-matrix results, for every token count up to 10 and rows not a multiple of 2.
+TEST(KernelsPacked, TwoMatricesMatchOneAtATime) {
+  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+    const int64_t rows = 37, cols = 512 + 256 + 32;  // an odd group and a tail block
+    const size_t rb = dtype_row_bytes(t, cols);
+    std::vector<std::vector<uint8_t>> packed;
+    for (uint64_t seed : {41u, 42u}) {
+      const auto gguf = encode(t, random_vec(rows * cols, seed), rows, cols);
+      packed.emplace_back(gguf.size());
+      for (int64_t r = 0; r < rows; ++r) pack_row(t, gguf.data() + r * rb, packed.back().data() + r * rb, cols);
+    }
+    for (int64_t n = 1; n <= 10; ++n) {
+      const auto x = random_vec(n * cols, 50 + n);
+      PackedActivations acts;
+      acts.quantize(x.data(), n, cols, cols);
+      for (const PackedKernels* k : {&packed_kernels_scalar(), &packed_kernels()}) {
+        const auto one = t == DType::Q4_0 ? k->q4_0 : k->q8_0;
+        const auto two = t == DType::Q4_0 ? k->q4_0_two : k->q8_0_two;
+        std::vector<float> a(n * rows), b(n * rows), ya(n * rows, -1.0f), yb(n * rows, -1.0f);
+        one(packed[0].data(), rb, cols, 0, rows, acts, a.data(), rows);
+        one(packed[1].data(), rb, cols, 0, rows, acts, b.data(), rows);
+        two(packed[0].data(), packed[1].data(), rb, cols, 3, rows, acts, ya.data(), yb.data(), rows);
+        for (int64_t i = 0; i < n; ++i) {
+          for (int64_t r = 0; r < rows; ++r) {
+            const float want_a = r < 3 ? -1.0f : a[i * rows + r], want_b = r < 3 ? -1.0f : b[i * rows + r];
+            EXPECT_NEAR(ya[i * rows + r], want_a, 1e-5 * (1 + std::fabs(want_a))) << k->isa << " n=" << n << " r=" << r;
+            EXPECT_NEAR(yb[i * rows + r], want_b, 1e-5 * (1 + std::fabs(want_b))) << k->isa << " n=" << n << " r=" << r;
           }
         }
       }

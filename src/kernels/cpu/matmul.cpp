@@ -46,6 +46,18 @@ void matmul_rows(const WeightMatrix& w, const PreparedInput& in, OutRows y, int6
   }
 }
 
+void matmul_rows_two(const WeightMatrix& a, const WeightMatrix& b, const PreparedInput& in, OutRows ya, OutRows yb,
+                     int64_t r0, int64_t r1) {
+  if (a.packed && b.packed && a.dtype == b.dtype && a.cols == b.cols && a.row_bytes() == b.row_bytes() && ya.ld == yb.ld) {
+    const PackedKernels& k = packed_kernels();
+    (a.dtype == DType::Q4_0 ? k.q4_0_two : k.q8_0_two)(a.data, b.data, a.row_bytes(), a.cols, r0, r1, in.packed_,
+                                                        ya.data, yb.data, ya.ld);
+    return;
+  }
+  matmul_rows(a, in, ya, r0, r1);
+  matmul_rows(b, in, yb, r0, r1);
+}
+
 int64_t row_tile(const WeightMatrix& w) {
   // 128 KiB per task: long enough streams for the hardware prefetcher to ramp up.
   const int64_t rows = std::max<int64_t>(16, (128 << 10) / std::max<size_t>(1, w.row_bytes()));

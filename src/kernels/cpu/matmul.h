@@ -36,6 +36,8 @@ class PreparedInput {
 
  private:
   friend void matmul_rows(const WeightMatrix&, const PreparedInput&, OutRows, int64_t, int64_t);
+  friend void matmul_rows_two(const WeightMatrix&, const WeightMatrix&, const PreparedInput&, OutRows, OutRows, int64_t,
+                              int64_t);
   Rows f32_{nullptr, 0, 0};
   std::vector<BlockQ8_0> q8_;
   int64_t q8_ld_ = 0;  // blocks per row
@@ -45,6 +47,10 @@ class PreparedInput {
 
 // Rows [r0, r1) of w against every prepared input row; runs on the calling thread.
 void matmul_rows(const WeightMatrix& w, const PreparedInput& in, OutRows y, int64_t r0, int64_t r1);
+// The same rows of two matrices on one input (gate and up of an expert): one pass over
+// the activations for both when they are packed alike, else two matmul_rows.
+void matmul_rows_two(const WeightMatrix& a, const WeightMatrix& b, const PreparedInput& in, OutRows ya, OutRows yb,
+                     int64_t r0, int64_t r1);
 
 // Row tile size used to split a matrix into tasks (~128 KiB of weights, multiple of 16).
 int64_t row_tile(const WeightMatrix& w);

@@ -74,6 +74,13 @@ void scalar_kernel(const uint8_t* w, size_t row_bytes, int64_t cols, int64_t r0,
   }
 }
 
+template <DType T>
+void scalar_kernel_two(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                       const PackedActivations& x, float* ya, float* yb, int64_t ldy) {
+  scalar_kernel<T>(wa, row_bytes, cols, r0, r1, x, ya, ldy);
+  scalar_kernel<T>(wb, row_bytes, cols, r0, r1, x, yb, ldy);
+}
+
 void quantize_group_scalar(const float* x, int8_t* q, float* d, int32_t* s) {
   BlockQ8_0 blocks[kGroupBlocks];
   quantize_row_q8_0(x, blocks, kGroupValues);
@@ -148,7 +155,12 @@ void PackedActivations::quantize(const float* x, int64_t n, int64_t ld, int64_t 
 }
 
 const PackedKernels& packed_kernels_scalar() {
-  static const PackedKernels k{"scalar", scalar_kernel<DType::Q4_0>, scalar_kernel<DType::Q8_0>, quantize_group_scalar};
+  static const PackedKernels k{"scalar",
+                               scalar_kernel<DType::Q4_0>,
+                               scalar_kernel<DType::Q8_0>,
+                               scalar_kernel_two<DType::Q4_0>,
+                               scalar_kernel_two<DType::Q8_0>,
+                               quantize_group_scalar};
   return k;
 }
 

@@ -75,6 +75,12 @@ struct PackedKernels {
                const PackedActivations& x, float* y, int64_t ldy);
   void (*q8_0)(const uint8_t* w, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
                const PackedActivations& x, float* y, int64_t ldy);
+  // The same for two matrices of one shape and type (an expert's gate and up) on the same
+  // activations: ya from wa, yb from wb, each activation vector loaded once for both.
+  void (*q4_0_two)(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                   const PackedActivations& x, float* ya, float* yb, int64_t ldy);
+  void (*q8_0_two)(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                   const PackedActivations& x, float* ya, float* yb, int64_t ldy);
   // 256 floats (8 blocks) to Q8_0 in the activation order: quants of block i's values
   // 4m..4m+3 at q + 64 m + 4 i, its scale (rounded through f16, as llama.cpp's) at d[i]
   // and the sum of its quants at s[i].

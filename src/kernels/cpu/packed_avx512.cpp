@@ -10,6 +10,7 @@
 // GCC 12's AVX-512 headers seed intrinsics with deliberately undefined vectors, which
 // -Wmaybe-uninitialized reports at every use once inlined here.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #define SY_VNNI __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512vnni,fma,f16c")))
@@ -83,20 +84,6 @@ SY_VNNI __attribute__((always_inline)) inline __m256 group_dot(const __m256i w[8
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_loadu_ps(xd)), acc);
 }
 
-template <DType T>
-SY_VNNI __attribute__((always_inline)) inline __m512 pair_dot(const __m512i w[8], __m512 dw, const int8_t* xq,
-                                                              const float* xd, const int32_t* xs, __m512 acc) {
-  __m512i a0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], _mm512_loadu_si512(xq));
-  __m512i a1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], _mm512_loadu_si512(xq + 64));
-#pragma GCC unroll 3
-  for (int m = 2; m < 8; m += 2) {
-    a0 = _mm512_dpbusd_epi32(a0, w[m], _mm512_loadu_si512(xq + 64 * m));
-    a1 = _mm512_dpbusd_epi32(a1, w[m + 1], _mm512_loadu_si512(xq + 64 * (m + 1)));
-  }
-  const __m512i s = _mm512_sub_epi32(_mm512_add_epi32(a0, a1), _mm512_slli_epi32(_mm512_loadu_si512(xs), bias_shift(T)));
-  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_loadu_ps(xd)), acc);
-}
-
 SY_VNNI inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -104,44 +91,72 @@ SY_VNNI inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// Rows [r0, r1) against activation rows [t0, t0 + NT): each group pair is unpacked once
-// into registers and feeds NT independent accumulator chains (register tiling across
-// tokens). 512-bit vpdpbusd: on CPUs that split 512-bit operations (Zen 4) it still does
+// NR weight rows (row[i], its results at out[i][t * ldy]) against activation rows
+// [t0, t0 + NT). Each group pair of a row is unpacked once into registers and feeds NT
+// token chains (register tiling across tokens); each activation vector is loaded once and
+// feeds all NR rows (tiling across rows: loads, not multiply-adds, bound the small-batch
+// kernel). 512-bit vpdpbusd: on CPUs that split 512-bit operations (Zen 4) it still does
 // twice the multiply-adds per cycle of the 256-bit form.
-template <DType T, int NT>
-SY_VNNI void tile(const uint8_t* w, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                  const PackedActivations& x, int64_t t0, float* y, int64_t ldy) {
+template <DType T, int NR, int NT>
+SY_VNNI void rows_dot(const uint8_t* const* row, int64_t cols, const PackedActivations& x, int64_t t0, float* const* out,
+                      int64_t ldy) {
   const int64_t groups = packed_groups(cols);
   const int64_t tail = cols / kQBlock - groups * kGroupBlocks;
   const int64_t gb = packed_group_bytes(T);
-  const DotKernels& k = dot_kernels();
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* row = w + r * row_bytes;
-    __m512 acc[NT];
+  // One token alone: two chains per row, or the dependent vpdpbusd latency shows.
+  constexpr int C = NT == 1 ? 2 : 1;
+  __m512 acc[NR][NT];
 #pragma GCC unroll 8
-    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-    int64_t g = 0;
-    for (; g + 2 <= groups; g += 2) {
-      const uint8_t* grp = row + g * gb;
+  for (int i = 0; i < NR; ++i)
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) acc[i][t] = _mm512_setzero_ps();
+  int64_t g = 0;
+  for (; g + 2 <= groups; g += 2) {
+    __m512i wq[NR][8];
+    __m512 dw[NR];
+#pragma GCC unroll 2
+    for (int i = 0; i < NR; ++i) {
+      const uint8_t* grp = row[i] + g * gb;
       // Prefetch every cache line of the pair ~4 KiB ahead: rows are streamed once.
 #pragma GCC unroll 9
       for (int64_t off = 0; off < 2 * gb; off += 64) _mm_prefetch(reinterpret_cast<const char*>(grp + 4096 + off), _MM_HINT_T0);
-      __m512i wq[8];
-      load_pair<T>(grp, gb, wq);
-      const __m512 dw = _mm512_cvtph_ps(_mm256_inserti128_si256(
+      load_pair<T>(grp, gb, wq[i]);
+      dw[i] = _mm512_cvtph_ps(_mm256_inserti128_si256(
           _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(grp))),
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(grp + gb)), 1));
+    }
 #pragma GCC unroll 8
-      for (int t = 0; t < NT; ++t) {
-        acc[t] = pair_dot<T>(wq, dw, x.group(t0 + t, g), x.d(t0 + t) + g * kGroupBlocks,
-                             x.sum(t0 + t) + g * kGroupBlocks, acc[t]);
+    for (int t = 0; t < NT; ++t) {
+      const int8_t* xq = x.group(t0 + t, g);
+      __m512i a[NR][C];
+#pragma GCC unroll 2
+      for (int i = 0; i < NR; ++i)
+#pragma GCC unroll 2
+        for (int c = 0; c < C; ++c) a[i][c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int m = 0; m < 8; ++m) {
+        const __m512i xv = _mm512_loadu_si512(xq + 64 * m);
+#pragma GCC unroll 2
+        for (int i = 0; i < NR; ++i) a[i][m % C] = _mm512_dpbusd_epi32(a[i][m % C], wq[i][m], xv);
+      }
+      const int64_t b = g * kGroupBlocks;
+      const __m512i bias = _mm512_slli_epi32(_mm512_loadu_si512(x.sum(t0 + t) + b), bias_shift(T));
+      const __m512 xd = _mm512_loadu_ps(x.d(t0 + t) + b);
+#pragma GCC unroll 2
+      for (int i = 0; i < NR; ++i) {
+        const __m512i sum = C == 2 ? _mm512_add_epi32(a[i][0], a[i][C - 1]) : a[i][0];
+        acc[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum, bias)), _mm512_mul_ps(dw[i], xd), acc[i][t]);
       }
     }
+  }
+  const DotKernels& k = dot_kernels();
+#pragma GCC unroll 2
+  for (int i = 0; i < NR; ++i) {
     float v[NT];
 #pragma GCC unroll 8
-    for (int t = 0; t < NT; ++t) v[t] = _mm512_reduce_add_ps(acc[t]);
+    for (int t = 0; t < NT; ++t) v[t] = _mm512_reduce_add_ps(acc[i][t]);
     if (g < groups) {  // an odd last group
-      const uint8_t* grp = row + g * gb;
+      const uint8_t* grp = row[i] + g * gb;
       __m256i wq[8];
       load_group<T>(grp, wq);
       const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(grp)));
@@ -152,11 +167,74 @@ SY_VNNI void tile(const uint8_t* w, size_t row_bytes, int64_t cols, int64_t r0, 
     }
     for (int t = 0; t < NT; ++t) {
       if (tail > 0) {
-        const uint8_t* tw = row + groups * gb;
+        const uint8_t* tw = row[i] + groups * gb;
         v[t] += T == DType::Q4_0 ? k.q4_0(reinterpret_cast<const BlockQ4_0*>(tw), x.tail(t0 + t), tail * kQBlock)
                                  : k.q8_0(reinterpret_cast<const BlockQ8_0*>(tw), x.tail(t0 + t), tail * kQBlock);
       }
-      y[(t0 + t) * ldy + r] = v[t];
+      out[i][(t0 + t) * ldy] = v[t];
+    }
+  }
+}
+
+// Rows [r0, r1) of one or two matrices of the same shape (wb, yb null for one) against
+// activation rows [t0, t0 + NT). Up to 4 tokens, rows go two at a time (row r of both
+// matrices, or rows r and r + 1 of one): the registers hold two unpacked rows and 2 x NT
+// accumulators. From 5 tokens, one row at a time.
+template <DType T, int NT>
+SY_VNNI void tile(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                  const PackedActivations& x, int64_t t0, float* ya, float* yb, int64_t ldy) {
+  if constexpr (NT <= 4) {
+    if (wb) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const uint8_t* rows[2] = {wa + r * row_bytes, wb + r * row_bytes};
+        float* outs[2] = {ya + r, yb + r};
+        rows_dot<T, 2, NT>(rows, cols, x, t0, outs, ldy);
+      }
+      return;
+    }
+    int64_t r = r0;
+    for (; r + 2 <= r1; r += 2) {
+      const uint8_t* rows[2] = {wa + r * row_bytes, wa + (r + 1) * row_bytes};
+      float* outs[2] = {ya + r, ya + r + 1};
+      rows_dot<T, 2, NT>(rows, cols, x, t0, outs, ldy);
+    }
+    if (r < r1) {
+      const uint8_t* rows[1] = {wa + r * row_bytes};
+      float* outs[1] = {ya + r};
+      rows_dot<T, 1, NT>(rows, cols, x, t0, outs, ldy);
+    }
+  } else {
+    for (int m = 0; m < (wb ? 2 : 1); ++m) {
+      const uint8_t* w = m == 0 ? wa : wb;
+      float* y = m == 0 ? ya : yb;
+      for (int64_t r = r0; r < r1; ++r) {
+        const uint8_t* rows[1] = {w + r * row_bytes};
+        float* outs[1] = {y + r};
+        rows_dot<T, 1, NT>(rows, cols, x, t0, outs, ldy);
+      }
+    }
+  }
+}
+
+template <DType T>
+SY_VNNI void kernel2(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                     const PackedActivations& x, float* ya, float* yb, int64_t ldy) {
+  // Row blocks of 16 keep the activation tile of one token chunk hot in L1 across rows.
+  for (int64_t rb = r0; rb < r1; rb += 16) {
+    const int64_t re = std::min(r1, rb + 16);
+    int64_t t = 0;
+    const int64_t n = x.rows();
+    for (; t + 8 <= n; t += 8) tile<T, 8>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy);
+    // The rest in one tile, so the weights are unpacked once more at most.
+    switch (n - t) {
+      case 7: tile<T, 7>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy); break;
+      case 6: tile<T, 6>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy); break;
+      case 5: tile<T, 5>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy); break;
+      case 4: tile<T, 4>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy); break;
+      case 3: tile<T, 3>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy); break;
+      case 2: tile<T, 2>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy); break;
+      case 1: tile<T, 1>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy); break;
+      default: break;
     }
   }
 }
@@ -164,24 +242,7 @@ SY_VNNI void tile(const uint8_t* w, size_t row_bytes, int64_t cols, int64_t r0, 
 template <DType T>
 SY_VNNI void kernel(const uint8_t* w, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
                     const PackedActivations& x, float* y, int64_t ldy) {
-  // Row blocks of 16 keep the activation tile of one token chunk hot in L1 across rows.
-  for (int64_t rb = r0; rb < r1; rb += 16) {
-    const int64_t re = std::min(r1, rb + 16);
-    int64_t t = 0;
-    const int64_t n = x.rows();
-    for (; t + 8 <= n; t += 8) tile<T, 8>(w, row_bytes, cols, rb, re, x, t, y, ldy);
-    // The rest in one tile, so the weights are unpacked once more at most.
-    switch (n - t) {
-      case 7: tile<T, 7>(w, row_bytes, cols, rb, re, x, t, y, ldy); break;
-      case 6: tile<T, 6>(w, row_bytes, cols, rb, re, x, t, y, ldy); break;
-      case 5: tile<T, 5>(w, row_bytes, cols, rb, re, x, t, y, ldy); break;
-      case 4: tile<T, 4>(w, row_bytes, cols, rb, re, x, t, y, ldy); break;
-      case 3: tile<T, 3>(w, row_bytes, cols, rb, re, x, t, y, ldy); break;
-      case 2: tile<T, 2>(w, row_bytes, cols, rb, re, x, t, y, ldy); break;
-      case 1: tile<T, 1>(w, row_bytes, cols, rb, re, x, t, y, ldy); break;
-      default: break;
-    }
-  }
+  kernel2<T>(w, nullptr, row_bytes, cols, r0, r1, x, y, nullptr, ldy);
 }
 
 // quantize_row_q8_0 on 8 blocks, 16 values per vector: the same amax, scale and
@@ -211,7 +272,8 @@ const PackedKernels* packed_kernels_avx512vnni() {
       !__builtin_cpu_supports("f16c") || !__builtin_cpu_supports("fma")) {
     return nullptr;
   }
-  static const PackedKernels k{"avx512vnni", kernel<DType::Q4_0>, kernel<DType::Q8_0>, quantize_group};
+  static const PackedKernels k{"avx512vnni",        kernel<DType::Q4_0>, kernel<DType::Q8_0>,
+                               kernel2<DType::Q4_0>, kernel2<DType::Q8_0>, quantize_group};
   return &k;
 }
 
