@@ -128,8 +128,10 @@ TEST(Kernels, VectorExpKernelsMatchLibm) {
     want = x;
     softmax(want.data(), n);
     std::vector<float> got = x;
-    fast.softmax(got.data(), n);
-    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(got[i], want[i], 1e-6 + 4e-7 * want[i]) << fast.isa << " " << n;
+    float max = 0.0f;
+    const float sum = fast.exp_minus_max(got.data(), n, &max);
+    EXPECT_EQ(max, *std::max_element(x.begin(), x.end()));
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(got[i] / sum, want[i], 1e-6 + 4e-7 * want[i]) << fast.isa << " " << n;
     std::vector<float> up = random_vec(n, 9), g1 = x, g2 = x;
     for (float& v : g1) v *= 0.3f;
     g2 = g1;
@@ -139,21 +141,22 @@ TEST(Kernels, VectorExpKernelsMatchLibm) {
   }
 }
 
-TEST(Kernels, AttentionMatchesNaive) {
+// Batches of sequences with cached positions `ctx` whose last `n_rows` positions are the
+// query rows, against a double-precision softmax(QK)V.
+void check_attention(const std::vector<int64_t>& ctx, const std::vector<int64_t>& n_rows) {
   const AttentionShape s{6, 2, 16, 8, 0.25f};
   const int64_t kd = s.n_head_kv * s.head_dim_k, vd = s.n_head_kv * s.head_dim_v, od = s.n_head * s.head_dim_v;
   const int64_t qd = s.n_head * s.head_dim_k, block = 4;
-  const std::vector<int64_t> ctx = {11, 3, 30};       // cached positions per sequence
-  const std::vector<int64_t> n_rows = {3, 1, 12};     // query rows: the last positions
+  const int n_seq = static_cast<int>(ctx.size());
   for (bool f16 : {false, true}) {
     SCOPED_TRACE(f16 ? "f16 cache" : "f32 cache");
     std::vector<std::vector<float>> kstore, vstore;  // the values as the kernel sees them
-    std::vector<std::vector<uint16_t>> kh(3), vh(3);
-    std::vector<std::vector<const void*>> kb(3), vb(3);
+    std::vector<std::vector<uint16_t>> kh(n_seq), vh(n_seq);
+    std::vector<std::vector<const void*>> kb(n_seq), vb(n_seq);
     std::vector<AttentionRun> runs;
     std::vector<int32_t> pos;
     int64_t t0 = 0;
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < n_seq; ++i) {
       kstore.push_back(random_vec(ctx[i] * kd + block * kd, 10 + i));
       vstore.push_back(random_vec(ctx[i] * vd + block * vd, 20 + i));
       for (auto* st : {&kstore[i], &vstore[i]}) {
@@ -176,7 +179,7 @@ TEST(Kernels, AttentionMatchesNaive) {
     ThreadPool pool(2);
     AttentionScratch scratch;
     attention(q.data(), qd, pos.data(), runs, s, out.data(), od, pool, scratch);
-    for (int i = 0, t = 0; i < 3; ++i) {
+    for (int i = 0, t = 0; i < n_seq; ++i) {
       for (int64_t r = 0; r < n_rows[i]; ++r, ++t) {
         for (int h = 0; h < s.n_head; ++h) {
           const int g = h / (s.n_head / s.n_head_kv);
@@ -198,6 +201,18 @@ TEST(Kernels, AttentionMatchesNaive) {
       }
     }
   }
+}
+
+TEST(Kernels, AttentionMatchesNaive) {
+  check_attention({11, 3, 30}, {3, 1, 12});
+}
+
+// Few rows and long contexts: the cached positions split into chunks across the threads
+// and merged (rows whose position falls before a later chunk included).
+TEST(Kernels, AttentionSplitOverPositionsMatchesNaive) {
+  check_attention({300}, {1});
+  check_attention({257, 100}, {2, 1});
+  check_attention({200}, {9});
 }
 
 TEST(Kernels, MatmulMatchesNaiveProduct) {

@@ -15,45 +15,68 @@ const T* typed(const void* p) {
   return static_cast<const T*>(p);
 }
 
-// The task's rows against its KV heads. The cache is walked position by position, each
-// cached row (all of the task's KV heads side by side) read once as one contiguous stream
-// and used by every row of the task: walking head by head instead reads short strided
-// pieces that the prefetchers and DRAM serve ~30% slower (BM_AttentionDecodeBatch).
+constexpr int64_t kMinChunk = 32;  // fewest cached positions worth a task of their own
+
+// The task's rows against every head over cached positions [p0, p1). The cache is walked
+// position by position, each cached row (all KV heads side by side) read once as one
+// contiguous stream and used by every row and head of the task: walking head by head
+// instead reads short strided pieces that the prefetchers and DRAM serve ~30% slower
+// (BM_AttentionDecodeBatch). A task that covers every position writes normalized outputs
+// to `o`; a chunk of the positions (part != null) writes unnormalized sums there and each
+// (row, head)'s score max and exp sum to part_max / part_sum, merged afterwards.
 template <class T>
 void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, const int32_t* positions,
-              const KvView& kv, const AttentionShape& s, float* out, int64_t out_ld, int64_t span, float* sc) {
+              const KvView& kv, const AttentionShape& s, float* o, int64_t o_ld, float* part_max, float* part_sum,
+              float* sc) {
   const DotKernels& k = dot_kernels();
-  const int group = s.n_head / s.n_head_kv;
-  const int h0 = task.kv_head0 * group, nh = (task.kv_head1 - task.kv_head0) * group;
-  const int64_t k_off = int64_t{task.kv_head0} * s.head_dim_k, v_off = int64_t{task.kv_head0} * s.head_dim_v;
-  // Scores of row t, head h0 + i at position p: sc[((t - t0) * nh + i) * span + p].
+  const int group = s.n_head / s.n_head_kv, nh = s.n_head;
+  const int64_t p0 = task.p0, span = task.p1 - task.p0;
+  // Scores of row t, head h at position p: sc[((t - t0) * nh + h) * span + p - p0].
   auto scores = [&](int64_t t) { return sc + (t - task.t0) * nh * span; };
-  for (int64_t p = 0; p < span; ++p) {
-    const T* row = typed<T>(kv.k(p)) + k_off;
+  auto seen = [&](int64_t t) { return std::clamp<int64_t>(int64_t{positions[t]} + 1 - p0, 0, span); };
+  for (int64_t p = p0; p < task.p1; ++p) {
+    const T* row = typed<T>(kv.k(p));
     for (int64_t t = task.t0; t < task.t1; ++t) {
       if (p > positions[t]) continue;  // causal: row t sees positions 0..positions[t]
-      const float* qt = q + t * q_ld + int64_t{h0} * s.head_dim_k;
-      if constexpr (sizeof(T) == 2) k.dot_heads_f16(qt, row, nh, group, s.head_dim_k, s.scale, scores(t) + p, span);
-      else k.dot_heads(qt, row, nh, group, s.head_dim_k, s.scale, scores(t) + p, span);
+      const float* qt = q + t * q_ld;
+      if constexpr (sizeof(T) == 2) k.dot_heads_f16(qt, row, nh, group, s.head_dim_k, s.scale, scores(t) + p - p0, span);
+      else k.dot_heads(qt, row, nh, group, s.head_dim_k, s.scale, scores(t) + p - p0, span);
     }
   }
   for (int64_t t = task.t0; t < task.t1; ++t) {
-    for (int i = 0; i < nh; ++i) k.softmax(scores(t) + i * span, int64_t{positions[t]} + 1);
-    float* o = out + t * out_ld + int64_t{h0} * s.head_dim_v;
-    std::fill(o, o + nh * s.head_dim_v, 0.0f);
+    const int64_t n = seen(t);
+    for (int h = 0; h < nh; ++h) {
+      float* w = scores(t) + h * span;
+      float max = -INFINITY, sum = 0.0f;
+      if (n > 0) sum = k.exp_minus_max(w, n, &max);
+      if (part_max) {
+        part_max[(t - task.t0) * nh + h] = max;
+        part_sum[(t - task.t0) * nh + h] = sum;
+      } else {
+        const float inv = 1.0f / sum;
+        for (int64_t i = 0; i < n; ++i) w[i] *= inv;
+      }
+    }
+    float* ot = o + (t - (part_max ? task.t0 : 0)) * o_ld;
+    std::fill(ot, ot + nh * s.head_dim_v, 0.0f);
   }
-  for (int64_t p = 0; p < span; ++p) {
-    const T* row = typed<T>(kv.v(p)) + v_off;
+  for (int64_t p = p0; p < task.p1; ++p) {
+    const T* row = typed<T>(kv.v(p));
     for (int64_t t = task.t0; t < task.t1; ++t) {
       if (p > positions[t]) continue;
-      float* o = out + t * out_ld + int64_t{h0} * s.head_dim_v;
-      if constexpr (sizeof(T) == 2) k.axpy_heads_f16(scores(t) + p, span, row, nh, group, s.head_dim_v, o);
-      else k.axpy_heads(scores(t) + p, span, row, nh, group, s.head_dim_v, o);
+      float* ot = o + (t - (part_max ? task.t0 : 0)) * o_ld;
+      if constexpr (sizeof(T) == 2) k.axpy_heads_f16(scores(t) + p - p0, span, row, nh, group, s.head_dim_v, ot);
+      else k.axpy_heads(scores(t) + p - p0, span, row, nh, group, s.head_dim_v, ot);
     }
   }
 }
 
 }  // namespace
+
+float* AttentionScratch::parts(size_t n) {
+  if (parts_.size() < n) parts_.resize(n);
+  return parts_.data();
+}
 
 float* AttentionScratch::scores(int thread, size_t n) {
   auto& v = scores_[static_cast<size_t>(thread)];
@@ -63,37 +86,82 @@ float* AttentionScratch::scores(int thread, size_t n) {
 
 void attention(const float* q, int64_t q_ld, const int32_t* positions, const std::vector<AttentionRun>& runs,
                const AttentionShape& s, float* out, int64_t out_ld, ThreadPool& pool, AttentionScratch& scratch) {
-  // Row blocks first; when there are too few to keep every thread busy (decode of a few
-  // sequences), KV heads are split too.
+  // Tasks of up to kRowsPerTask rows of one sequence. When there are too few to keep the
+  // threads busy (decode of a few sequences), each row block's cached positions are split
+  // into chunks too (split-K, as flash-decoding does), never its heads: every task keeps
+  // whole cached rows as its contiguous stream.
   int64_t blocks = 0;
   for (const AttentionRun& r : runs) blocks += (r.n + kRowsPerTask - 1) / kRowsPerTask;
   if (blocks == 0) return;
   const int64_t want = 4 * int64_t{pool.size()};
-  const int64_t splits = std::clamp<int64_t>((want + blocks - 1) / blocks, 1, s.n_head_kv);
-  const int64_t heads_per_task = (s.n_head_kv + splits - 1) / splits;
+  const int64_t chunks_wanted = (want + blocks - 1) / blocks;
+  const int64_t part_floats = kRowsPerTask * s.n_head * (s.head_dim_v + 2);
 
   auto& tasks = scratch.tasks();
+  auto& merges = scratch.merges();
   tasks.clear();
+  merges.clear();
+  int32_t n_parts = 0;
   for (size_t r = 0; r < runs.size(); ++r) {
     for (int64_t t = runs[r].t0; t < runs[r].t0 + runs[r].n; t += kRowsPerTask) {
-      for (int64_t g = 0; g < s.n_head_kv; g += heads_per_task) {
-        tasks.push_back({static_cast<int32_t>(r), static_cast<int32_t>(g),
-                         static_cast<int32_t>(std::min<int64_t>(s.n_head_kv, g + heads_per_task)), t,
-                         std::min(runs[r].t0 + runs[r].n, t + kRowsPerTask)});
+      const int64_t t1 = std::min(runs[r].t0 + runs[r].n, t + kRowsPerTask);
+      int32_t max_pos = 0;
+      for (int64_t i = t; i < t1; ++i) max_pos = std::max(max_pos, positions[i]);
+      const int64_t span = int64_t{max_pos} + 1;
+      const int64_t chunks = std::clamp<int64_t>(span / kMinChunk, 1, chunks_wanted);
+      if (chunks == 1) {
+        tasks.push_back({static_cast<int32_t>(r), t, t1, 0, span, -1});
+        continue;
+      }
+      merges.push_back({t, t1, n_parts, static_cast<int32_t>(chunks)});
+      for (int64_t c = 0; c < chunks; ++c) {
+        tasks.push_back({static_cast<int32_t>(r), t, t1, span * c / chunks, span * (c + 1) / chunks, n_parts++});
       }
     }
   }
+  float* parts = scratch.parts(static_cast<size_t>(n_parts * part_floats));
+  auto part_o = [&](int32_t i) { return parts + i * part_floats; };
+  auto part_max = [&](int32_t i) { return part_o(i) + kRowsPerTask * s.n_head * s.head_dim_v; };
+  auto part_sum = [&](int32_t i) { return part_max(i) + kRowsPerTask * s.n_head; };
+
   scratch.reserve_threads(pool.size());
   pool.parallel_for(static_cast<int64_t>(tasks.size()), [&](int64_t i, int thread) {
     const AttentionScratch::Task& task = tasks[i];
-    int32_t max_pos = 0;
-    for (int64_t t = task.t0; t < task.t1; ++t) max_pos = std::max(max_pos, positions[t]);
-    const int64_t heads = int64_t{task.kv_head1 - task.kv_head0} * (s.n_head / s.n_head_kv);
-    const int64_t span = int64_t{max_pos} + 1;
-    float* sc = scratch.scores(thread, static_cast<size_t>((task.t1 - task.t0) * heads * span));
+    float* sc = scratch.scores(thread, static_cast<size_t>((task.t1 - task.t0) * s.n_head * (task.p1 - task.p0)));
     const KvView& kv = runs[task.run].kv;
-    if (kv.f16) run_task<uint16_t>(task, q, q_ld, positions, kv, s, out, out_ld, span, sc);
-    else run_task<float>(task, q, q_ld, positions, kv, s, out, out_ld, span, sc);
+    const bool whole = task.part < 0;
+    float* o = whole ? out : part_o(task.part);
+    const int64_t o_ld = whole ? out_ld : s.n_head * s.head_dim_v;
+    float* pm = whole ? nullptr : part_max(task.part);
+    float* ps = whole ? nullptr : part_sum(task.part);
+    if (kv.f16) run_task<uint16_t>(task, q, q_ld, positions, kv, s, o, o_ld, pm, ps, sc);
+    else run_task<float>(task, q, q_ld, positions, kv, s, o, o_ld, pm, ps, sc);
+  });
+
+  // Chunks of one row block: out = sum_c e^(m_c - M) o_c / sum_c e^(m_c - M) s_c.
+  const int64_t hv = s.head_dim_v;
+  pool.parallel_for(static_cast<int64_t>(merges.size()), [&](int64_t i, int) {
+    const AttentionScratch::Merge& m = merges[i];
+    for (int64_t t = m.t0; t < m.t1; ++t) {
+      const int64_t r = t - m.t0;
+      for (int h = 0; h < s.n_head; ++h) {
+        float max = -INFINITY;
+        for (int32_t c = 0; c < m.n_parts; ++c) max = std::max(max, part_max(m.part0 + c)[r * s.n_head + h]);
+        float denom = 0.0f;
+        float* o = out + t * out_ld + h * hv;
+        std::fill(o, o + hv, 0.0f);
+        for (int32_t c = 0; c < m.n_parts; ++c) {
+          const float pmax = part_max(m.part0 + c)[r * s.n_head + h];
+          if (pmax == -INFINITY) continue;  // a chunk past this row's position
+          const float f = std::exp(pmax - max);
+          denom += f * part_sum(m.part0 + c)[r * s.n_head + h];
+          const float* po = part_o(m.part0 + c) + (r * s.n_head + h) * hv;
+          for (int64_t j = 0; j < hv; ++j) o[j] += f * po[j];
+        }
+        const float inv = 1.0f / denom;
+        for (int64_t j = 0; j < hv; ++j) o[j] *= inv;
+      }
+    }
   });
 }
 

@@ -44,31 +44,42 @@ struct AttentionRun {
   KvView kv{};
 };
 
-// Per-thread score buffers and the task list, reused from call to call.
+// Per-thread score buffers, the task list and the partial results of position chunks,
+// reused from call to call.
 class AttentionScratch {
  public:
   struct Task {
     int32_t run;
-    int32_t kv_head0, kv_head1;  // KV heads [kv_head0, kv_head1) and their query heads
-    int64_t t0, t1;              // batch rows
+    int64_t t0, t1;  // batch rows
+    int64_t p0, p1;  // cached positions
+    int32_t part;    // -1: all positions, outputs written in place; else its partial slot
+  };
+  struct Merge {  // the position chunks of rows [t0, t1): partial slots [part0, part0 + n_parts)
+    int64_t t0, t1;
+    int32_t part0, n_parts;
   };
   std::vector<Task>& tasks() { return tasks_; }
+  std::vector<Merge>& merges() { return merges_; }
   void reserve_threads(int n) {
     if (scores_.size() < static_cast<size_t>(n)) scores_.resize(n);
   }
   // Thread `thread`'s buffer of at least n scores.
   float* scores(int thread, size_t n);
+  // At least n floats for the partial results of one call.
+  float* parts(size_t n);
 
  private:
   std::vector<Task> tasks_;
+  std::vector<Merge> merges_;
   std::vector<std::vector<float>> scores_;
+  std::vector<float> parts_;
 };
 
 // Query row t (q + t * q_ld, at position positions[t]) attends to its sequence's cached
 // positions 0..positions[t] and writes n_head * head_dim_v values to out + t * out_ld.
-// Each task takes a few consecutive rows of one sequence and a range of KV heads and walks
-// the cache once in position order, so every cached row is read as one contiguous stream
-// and serves all of the task's queries.
+// Each task takes a few consecutive rows of one sequence (and, at small batch, a chunk of
+// its cached positions) and walks the cache once in position order, so every cached row is
+// read as one contiguous stream and serves all of the task's queries and heads.
 void attention(const float* q, int64_t q_ld, const int32_t* positions, const std::vector<AttentionRun>& runs,
                const AttentionShape& s, float* out, int64_t out_ld, ThreadPool& pool, AttentionScratch& scratch);
 

@@ -31,9 +31,11 @@ struct DotKernels {
                         int64_t out_stride);
   void (*axpy_heads_f16)(const float* w, int64_t w_stride, const uint16_t* row, int nh, int group, int64_t d,
                          float* out);
-  // x = softmax(x) in place, exp evaluated as a vector polynomial (attention weights; the
-  // router keeps ops.h's libm softmax, whose exact values pick the top-k experts).
-  void (*softmax)(float* x, int64_t n);
+  // x[i] = exp(x[i] - max) for max = the largest of n >= 1 values, which goes to *max;
+  // returns the sum (attention's softmax, normalized or merged by the caller). The vector
+  // forms evaluate exp as a polynomial; the router keeps ops.h's libm softmax, whose exact
+  // values pick the top-k experts.
+  float (*exp_minus_max)(float* x, int64_t n, float* max);
   // gate[i] = silu(gate[i]) * up[i]
   void (*swiglu)(float* gate, const float* up, int64_t n);
   // y[i] = x[i] as f16, rounded to nearest even (rows stored into an f16 KV cache).

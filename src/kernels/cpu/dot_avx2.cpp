@@ -171,7 +171,7 @@ SY_AVX2 inline __m256 exp8(__m256 x) {
   return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
 }
 
-SY_AVX2 void softmax(float* x, int64_t n) {
+SY_AVX2 float exp_minus_max(float* x, int64_t n, float* max_out) {
   __m256 vmax = _mm256_set1_ps(-INFINITY);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
@@ -192,9 +192,8 @@ SY_AVX2 void softmax(float* x, int64_t n) {
     x[i] = std::exp(x[i] - max);
     sum += x[i];
   }
-  const __m256 inv = _mm256_set1_ps(1.0f / sum);
-  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
-  for (; i < n; ++i) x[i] *= 1.0f / sum;
+  *max_out = max;
+  return sum;
 }
 
 SY_AVX2 void swiglu(float* gate, const float* up, int64_t n) {
@@ -234,7 +233,7 @@ const DotKernels* dot_kernels_avx2() {
                             axpy_heads<float>,
                             dot_heads<uint16_t>,
                             axpy_heads<uint16_t>,
-                            softmax,
+                            exp_minus_max,
                             swiglu,
                             to_f16};
   return &k;

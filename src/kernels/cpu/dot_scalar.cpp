@@ -1,5 +1,7 @@
 // Portable reference kernels: the fallback on any CPU and the ground truth in tests.
 #include "kernels/cpu/dot.h"
+
+#include <cmath>
 #include "kernels/cpu/ops.h"
 
 namespace sy::cpu {
@@ -74,6 +76,18 @@ void axpy_heads(const float* w, int64_t w_stride, const T* row, int nh, int grou
   }
 }
 
+float exp_minus_max(float* x, int64_t n, float* max) {
+  float m = x[0];
+  for (int64_t i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - m);
+    sum += x[i];
+  }
+  *max = m;
+  return static_cast<float>(sum);
+}
+
 void to_f16(const float* x, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = f32_to_f16(x[i]);
 }
@@ -84,7 +98,7 @@ const DotKernels& dot_kernels_scalar() {
   static const DotKernels k{"scalar",           dot_f32,           dot_f16,
                             dot_bf16,           dot_q8_0,          dot_q4_0,
                             axpy,               dot_heads<float>,  axpy_heads<float>,
-                            dot_heads<uint16_t>, axpy_heads<uint16_t>, softmax,
+                            dot_heads<uint16_t>, axpy_heads<uint16_t>, exp_minus_max,
                             swiglu,             to_f16};
   return k;
 }
