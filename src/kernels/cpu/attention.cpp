@@ -108,7 +108,8 @@ void attention(const float* q, int64_t q_ld, const int32_t* positions, const std
       int32_t max_pos = 0;
       for (int64_t i = t; i < t1; ++i) max_pos = std::max(max_pos, positions[i]);
       const int64_t span = int64_t{max_pos} + 1;
-      const int64_t chunks = std::clamp<int64_t>(span / kMinChunk, 1, chunks_wanted);
+      int64_t chunks = std::clamp<int64_t>(span / kMinChunk, 1, chunks_wanted);
+      if (blocks == 1 && chunks > pool.size()) chunks -= chunks % pool.size();  // equal shares per thread
       if (chunks == 1) {
         tasks.push_back({static_cast<int32_t>(r), t, t1, 0, span, -1});
         continue;
