@@ -52,7 +52,7 @@ void matmul_rows(const WeightMatrix& w, const PreparedInput& in, OutRows y, int6
 void matmul_rows_two(const WeightMatrix& a, const WeightMatrix& b, const PreparedInput& in, OutRows ya, OutRows yb,
                      int64_t r0, int64_t r1);
 
-// Row tile size used to split a matrix into tasks (~128 KiB of weights, multiple of 16).
+// Row tile size used to split a matrix into tasks (~256 KiB of weights, multiple of 16).
 int64_t row_tile(const WeightMatrix& w);
 
 // Rows [r0, r1) of one matrix: a task of a multi-matrix job.
