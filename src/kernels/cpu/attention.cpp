@@ -9,13 +9,12 @@ namespace sy::cpu {
 namespace {
 
 constexpr int64_t kRowsPerTask = 8;  // query rows sharing one walk over the cache
+constexpr int64_t kMinChunk = 32;     // fewest cached positions worth a task of their own
 
 template <class T>
 const T* typed(const void* p) {
   return static_cast<const T*>(p);
 }
-
-constexpr int64_t kMinChunk = 32;  // fewest cached positions worth a task of their own
 
 // The task's rows against every head over cached positions [p0, p1). The cache is walked
 // position by position, each cached row (all KV heads side by side) read once as one
