@@ -2,6 +2,7 @@
 #include "kernels/cpu/dot.h"
 
 #include <cmath>
+
 #include "kernels/cpu/ops.h"
 
 namespace sy::cpu {
@@ -95,11 +96,20 @@ void to_f16(const float* x, uint16_t* y, int64_t n) {
 }  // namespace
 
 const DotKernels& dot_kernels_scalar() {
-  static const DotKernels k{"scalar",           dot_f32,           dot_f16,
-                            dot_bf16,           dot_q8_0,          dot_q4_0,
-                            axpy,               dot_heads<float>,  axpy_heads<float>,
-                            dot_heads<uint16_t>, axpy_heads<uint16_t>, exp_minus_max,
-                            swiglu,             to_f16};
+  static const DotKernels k{"scalar",
+                            dot_f32,
+                            dot_f16,
+                            dot_bf16,
+                            dot_q8_0,
+                            dot_q4_0,
+                            axpy,
+                            dot_heads<float>,
+                            axpy_heads<float>,
+                            dot_heads<uint16_t>,
+                            axpy_heads<uint16_t>,
+                            exp_minus_max,
+                            swiglu,
+                            to_f16};
   return k;
 }
 

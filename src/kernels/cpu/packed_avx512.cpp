@@ -2,9 +2,9 @@
 // into registers and reused for up to 8 activation rows (register tiling across tokens).
 #include "kernels/cpu/packed.h"
 
-#include "kernels/cpu/dot.h"
-
 #include <cstring>
+
+#include "kernels/cpu/dot.h"
 
 #if defined(__x86_64__)
 // GCC 12's AVX-512 headers seed intrinsics with deliberately undefined vectors, which
@@ -94,8 +94,7 @@ SY_VNNI inline float hsum(__m256 v) {
 // NR weight rows (row[i], its results at out[i][t * ldy]) against activation rows
 // [t0, t0 + NT). Each group pair of a row is unpacked once into registers and feeds NT
 // token chains (register tiling across tokens); each activation vector is loaded once and
-// feeds all NR rows (tiling across rows: loads, not multiply-adds, bound the small-batch
-// kernel). 512-bit vpdpbusd: on CPUs that split 512-bit operations (Zen 4) it still does
+// feeds all NR rows (tiling across rows: half the activation loads per multiply-add). 512-bit vpdpbusd: on CPUs that split 512-bit operations (Zen 4) it still does
 // twice the multiply-adds per cycle of the 256-bit form.
 template <DType T, int NR, int NT>
 SY_VNNI void rows_dot(const uint8_t* const* row, int64_t cols, const PackedActivations& x, int64_t t0, float* const* out,
@@ -272,7 +271,7 @@ const PackedKernels* packed_kernels_avx512vnni() {
       !__builtin_cpu_supports("f16c") || !__builtin_cpu_supports("fma")) {
     return nullptr;
   }
-  static const PackedKernels k{"avx512vnni",        kernel<DType::Q4_0>, kernel<DType::Q8_0>,
+  static const PackedKernels k{"avx512vnni",         kernel<DType::Q4_0>,  kernel<DType::Q8_0>,
                                kernel2<DType::Q4_0>, kernel2<DType::Q8_0>, quantize_group};
   return &k;
 }
