@@ -16,6 +16,16 @@ void GroupedFfn::make_tiles(const std::vector<FfnJob>& jobs, bool down) {
     const int64_t per = std::max<int64_t>(16, base / std::max<int64_t>(1, (jobs[j].rows + 3) / 4) / 16 * 16);
     for (int64_t r = 0; r < w.rows; r += per) tiles_.push_back({static_cast<int32_t>(j), r, std::min(w.rows, r + per)});
   }
+  // Heaviest and lightest tiles alternately: threads claim consecutive tiles, so a
+  // compute-bound tile (an expert with many tokens) tends to run beside a memory-bound one
+  // (few tokens) and both the cores and the memory stay busy. Interleaved A/B runs on olmoe
+  // Q4_0: batch 16 +11-14%, batch 32 +3-15% tokens/s against expert order.
+  by_tokens_ = tiles_;
+  std::stable_sort(by_tokens_.begin(), by_tokens_.end(),
+                   [&](const Tile& a, const Tile& b) { return jobs[a.job].rows > jobs[b.job].rows; });
+  for (size_t i = 0, lo = 0, hi = by_tokens_.size(); i < tiles_.size(); ++i) {
+    tiles_[i] = i % 2 == 0 ? by_tokens_[lo++] : by_tokens_[--hi];
+  }
 }
 
 void GroupedFfn::run(const std::vector<FfnJob>& jobs, cpu::Rows x, cpu::OutRows out, ThreadPool& pool) {

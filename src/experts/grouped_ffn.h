@@ -32,7 +32,7 @@ class GroupedFfn {
 
   std::vector<cpu::PreparedInput> in_, in_up_, mid_in_;
   std::vector<float> gate_, up_;
-  std::vector<Tile> tiles_;
+  std::vector<Tile> tiles_, by_tokens_;
 };
 
 }  // namespace sy
