@@ -33,6 +33,9 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
   // Scores of row t, head h at position p: sc[((t - t0) * nh + h) * span + p - p0].
   auto scores = [&](int64_t t) { return sc + (t - task.t0) * nh * span; };
   auto seen = [&](int64_t t) { return std::clamp<int64_t>(int64_t{positions[t]} + 1 - p0, 0, span); };
+  // Row t's outputs: batch row t of `out`, or row t - t0 of a chunk's partial slot.
+  const int64_t o_row0 = part_max ? task.t0 : 0;
+  auto out_row = [&](int64_t t) { return o + (t - o_row0) * o_ld; };
   for (int64_t p = p0; p < task.p1; ++p) {
     const T* row = typed<T>(kv.k(p));
     for (int64_t t = task.t0; t < task.t1; ++t) {
@@ -56,16 +59,14 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
         for (int64_t i = 0; i < n; ++i) w[i] *= inv;
       }
     }
-    float* ot = o + (t - (part_max ? task.t0 : 0)) * o_ld;
-    std::fill(ot, ot + nh * s.head_dim_v, 0.0f);
+    std::fill(out_row(t), out_row(t) + nh * s.head_dim_v, 0.0f);
   }
   for (int64_t p = p0; p < task.p1; ++p) {
     const T* row = typed<T>(kv.v(p));
     for (int64_t t = task.t0; t < task.t1; ++t) {
       if (p > positions[t]) continue;
-      float* ot = o + (t - (part_max ? task.t0 : 0)) * o_ld;
-      if constexpr (sizeof(T) == 2) k.axpy_heads_f16(scores(t) + p - p0, span, row, nh, group, s.head_dim_v, ot);
-      else k.axpy_heads(scores(t) + p - p0, span, row, nh, group, s.head_dim_v, ot);
+      if constexpr (sizeof(T) == 2) k.axpy_heads_f16(scores(t) + p - p0, span, row, nh, group, s.head_dim_v, out_row(t));
+      else k.axpy_heads(scores(t) + p - p0, span, row, nh, group, s.head_dim_v, out_row(t));
     }
   }
 }

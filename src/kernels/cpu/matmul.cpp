@@ -48,7 +48,7 @@ void matmul_rows(const WeightMatrix& w, const PreparedInput& in, OutRows y, int6
 
 void matmul_rows_two(const WeightMatrix& a, const WeightMatrix& b, const PreparedInput& in, OutRows ya, OutRows yb,
                      int64_t r0, int64_t r1) {
-  if (a.packed && b.packed && a.dtype == b.dtype && a.cols == b.cols && a.row_bytes() == b.row_bytes() && ya.ld == yb.ld) {
+  if (a.packed && b.packed && a.dtype == b.dtype && a.cols == b.cols && ya.ld == yb.ld) {
     const PackedKernels& k = packed_kernels();
     (a.dtype == DType::Q4_0 ? k.q4_0_two : k.q8_0_two)(a.data, b.data, a.row_bytes(), a.cols, r0, r1, in.packed_,
                                                         ya.data, yb.data, ya.ld);

@@ -216,7 +216,7 @@ SY_VNNI void tile(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_
 }
 
 template <DType T>
-SY_VNNI void kernel2(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
+SY_VNNI void kernel_two(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
                      const PackedActivations& x, float* ya, float* yb, int64_t ldy) {
   // Row blocks of 16 keep the activation tile of one token chunk hot in L1 across rows.
   for (int64_t rb = r0; rb < r1; rb += 16) {
@@ -241,7 +241,7 @@ SY_VNNI void kernel2(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int
 template <DType T>
 SY_VNNI void kernel(const uint8_t* w, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
                     const PackedActivations& x, float* y, int64_t ldy) {
-  kernel2<T>(w, nullptr, row_bytes, cols, r0, r1, x, y, nullptr, ldy);
+  kernel_two<T>(w, nullptr, row_bytes, cols, r0, r1, x, y, nullptr, ldy);
 }
 
 // quantize_row_q8_0 on 8 blocks, 16 values per vector: the same amax, scale and
@@ -272,7 +272,7 @@ const PackedKernels* packed_kernels_avx512vnni() {
     return nullptr;
   }
   static const PackedKernels k{"avx512vnni",         kernel<DType::Q4_0>,  kernel<DType::Q8_0>,
-                               kernel2<DType::Q4_0>, kernel2<DType::Q8_0>, quantize_group};
+                               kernel_two<DType::Q4_0>, kernel_two<DType::Q8_0>, quantize_group};
   return &k;
 }
 
