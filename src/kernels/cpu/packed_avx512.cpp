@@ -271,8 +271,12 @@ const PackedKernels* packed_kernels_avx512vnni() {
       !__builtin_cpu_supports("f16c") || !__builtin_cpu_supports("fma")) {
     return nullptr;
   }
-  static const PackedKernels k{"avx512vnni",         kernel<DType::Q4_0>,  kernel<DType::Q8_0>,
-                               kernel_two<DType::Q4_0>, kernel_two<DType::Q8_0>, quantize_group};
+  static const PackedKernels k{"avx512vnni",
+                               kernel<DType::Q4_0>,
+                               kernel<DType::Q8_0>,
+                               kernel_two<DType::Q4_0>,
+                               kernel_two<DType::Q8_0>,
+                               quantize_group};
   return &k;
 }
 
