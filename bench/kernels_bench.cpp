@@ -82,7 +82,7 @@ void BM_MatmulL2(benchmark::State& state) {
   state.counters["GOPS"] = benchmark::Counter(2.0 * rows * cols * tokens * state.iterations(), benchmark::Counter::kIsRate);
   state.SetLabel(dtype_name(t) + (w.packed ? " packed" : ""));
 }
-BENCHMARK(BM_MatmulL2)->ArgsProduct({{int(DType::Q4_0), int(DType::Q8_0)}, {1, 2, 8, 64}});
+BENCHMARK(BM_MatmulL2)->ArgsProduct({{int(DType::Q4_0), int(DType::Q8_0)}, {1, 2, 4, 6, 8, 16, 64}});
 
 void BM_QuantizeActivations(benchmark::State& state) {
   const int64_t cols = 2048, n = state.range(0);

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "base/dtype.h"
 
 namespace sy::cpu {
@@ -61,9 +62,9 @@ class PackedActivations {
 
   int64_t n_ = 0, cols_ = 0, groups_ = 0, tail_blocks_ = 0;
   int64_t q_stride_ = 0;  // bytes of quants per row: groups rounded up to pairs
-  std::vector<int8_t> q_;
-  std::vector<float> d_;
-  std::vector<int32_t> s_;
+  AlignedVector<int8_t> q_;
+  AlignedVector<float> d_;
+  AlignedVector<int32_t> s_;
   std::vector<BlockQ8_0> tail_;
 };
 

@@ -124,26 +124,33 @@ SY_VNNI void rows_dot(const uint8_t* const* row, int64_t cols, const PackedActiv
           _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(grp))),
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(grp + gb)), 1));
     }
+    // Activation vector m of every token, then m + 1: consecutive vpdpbusd belong to
+    // different tokens' chains, so they issue back to back instead of waiting on each
+    // other's latency (written token by token, the compiler keeps one chain at a time).
+    __m512i a[NR][NT][C];
+#pragma GCC unroll 2
+    for (int i = 0; i < NR; ++i)
+#pragma GCC unroll 8
+      for (int t = 0; t < NT; ++t)
+#pragma GCC unroll 2
+        for (int c = 0; c < C; ++c) a[i][t][c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int m = 0; m < 8; ++m) {
+#pragma GCC unroll 8
+      for (int t = 0; t < NT; ++t) {
+        const __m512i xv = _mm512_loadu_si512(x.group(t0 + t, g) + 64 * m);
+#pragma GCC unroll 2
+        for (int i = 0; i < NR; ++i) a[i][t][m % C] = _mm512_dpbusd_epi32(a[i][t][m % C], wq[i][m], xv);
+      }
+    }
+    const int64_t b = g * kGroupBlocks;
 #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) {
-      const int8_t* xq = x.group(t0 + t, g);
-      __m512i a[NR][C];
-#pragma GCC unroll 2
-      for (int i = 0; i < NR; ++i)
-#pragma GCC unroll 2
-        for (int c = 0; c < C; ++c) a[i][c] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-      for (int m = 0; m < 8; ++m) {
-        const __m512i xv = _mm512_loadu_si512(xq + 64 * m);
-#pragma GCC unroll 2
-        for (int i = 0; i < NR; ++i) a[i][m % C] = _mm512_dpbusd_epi32(a[i][m % C], wq[i][m], xv);
-      }
-      const int64_t b = g * kGroupBlocks;
       const __m512i bias = _mm512_slli_epi32(_mm512_loadu_si512(x.sum(t0 + t) + b), bias_shift(T));
       const __m512 xd = _mm512_loadu_ps(x.d(t0 + t) + b);
 #pragma GCC unroll 2
       for (int i = 0; i < NR; ++i) {
-        const __m512i sum = C == 2 ? _mm512_add_epi32(a[i][0], a[i][C - 1]) : a[i][0];
+        const __m512i sum = C == 2 ? _mm512_add_epi32(a[i][t][0], a[i][t][C - 1]) : a[i][t][0];
         acc[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum, bias)), _mm512_mul_ps(dw[i], xd), acc[i][t]);
       }
     }
