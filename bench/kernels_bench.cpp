@@ -12,6 +12,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quantize.h"
+#include "kernels/cpu/stream_read.h"
 #include "kernels/cpu/weight_prep.h"
 
 namespace sy::cpu {
@@ -63,6 +64,17 @@ BENCHMARK(BM_Matmul)
     ->ArgsProduct({{int(DType::Q4_0), int(DType::Q8_0), int(DType::F16), int(DType::BF16)}, {1, 2, 4, 8, 32}, {1, 2}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+
+// The bandwidth reference of `switchyard bench` on a buffer of the size BM_Matmul streams,
+// so that the two can be compared in one process (the machine's bandwidth drifts).
+void BM_StreamRead(benchmark::State& state) {
+  const size_t bytes = size_t{128} << 20;
+  ThreadPool pool(static_cast<int>(state.range(0)));
+  static std::vector<uint8_t> buf(bytes, 1);
+  for (auto _ : state) benchmark::DoNotOptimize(stream_read(buf.data(), bytes, pool));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+}
+BENCHMARK(BM_StreamRead)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The same kernels on a 256-row matrix that stays in L2: their compute rate.
 void BM_MatmulL2(benchmark::State& state) {

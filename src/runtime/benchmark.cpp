@@ -74,6 +74,29 @@ double peak_rss_bytes() {
   return static_cast<double>(ru.ru_maxrss) * 1024.0;
 }
 
+// The dense weights a decode step streams (attention, output head, dense and shared FFNs):
+// what the bandwidth probe reads between decode steps, so it needs no buffer of its own.
+std::vector<cpu::ByteSpan> dense_weight_spans(const Model& model) {
+  std::vector<cpu::ByteSpan> spans;
+  auto add = [&](const WeightMatrix& w) {
+    if (!w.empty()) spans.push_back({w.data, w.bytes()});
+  };
+  const ModelWeights& mw = model.weights();
+  for (const LayerWeights& l : mw.layers) {
+    for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.dense.gate, &l.dense.up, &l.dense.down,
+                                  &l.shared_expert.gate, &l.shared_expert.up, &l.shared_expert.down}) {
+      add(*w);
+    }
+  }
+  add(mw.output);
+  return spans;
+}
+
+double median_of(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
 }  // namespace
 
 double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int passes) {
@@ -153,6 +176,14 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
   const double flops_tok = flops_per_token(model);
   const size_t dense_bytes = model.dense_weight_bytes();
   out["dense_weight_bytes_per_step"] = dense_bytes;
+  // The VM's bandwidth drifts by up to 2x within a minute, so a probe taken once before
+  // decoding can be far from what the steps had. One probe pass after every decode step
+  // (untimed) over the dense weights gives the bandwidth alongside them, if those weights
+  // are large enough (4x a 32 MiB LLC) not to be served from cache.
+  const std::vector<cpu::ByteSpan> probe_spans = dense_weight_spans(model);
+  size_t probe_bytes = 0;
+  for (const auto& sp : probe_spans) probe_bytes += sp.bytes;
+  const bool probe_alongside = probe_bytes >= (size_t{128} << 20) && !model.tiered_experts();
 
   if (!opt.skip_prefill && opt.prompt > 0) {
     log("prefill of " + std::to_string(opt.prompt) + " tokens...");
@@ -193,7 +224,8 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
     f.reset_profile();
     const ExpertStoreStats before = tiered ? tiered->stats() : ExpertStoreStats{};
     const auto t0 = Clock::now();
-    std::vector<double> step_seconds;
+    std::vector<double> step_seconds, probe_gbps;
+    double probe_seconds = 0;
     for (int step = 0; step < opt.gen; ++step) {
       const auto ts = Clock::now();
       b.clear();
@@ -205,8 +237,16 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
         expert_bytes += static_cast<double>(st.expert_bytes_read);
         active += static_cast<double>(st.active_experts);
       }
+      if (probe_alongside) {
+        const auto tp = Clock::now();
+        size_t n = 0;
+        volatile uint64_t sink = cpu::stream_read(probe_spans, pool, &n);
+        (void)sink;
+        probe_seconds += seconds_since(tp);
+        probe_gbps.push_back(n / seconds_since(tp) / 1e9);
+      }
     }
-    const double s = seconds_since(t0);
+    const double s = seconds_since(t0) - probe_seconds;
     const double bytes_per_step = expert_bytes / opt.gen + static_cast<double>(dense_bytes);
     const double gbps = bytes_per_step * opt.gen / s / 1e9;
     const int moe_layers = h.n_layer - h.n_layer_dense_lead;
@@ -217,10 +257,19 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
     row["time_split_ms_per_step"] = split_json(f.profile());
     // The median step is steadier than the mean on a shared machine, where a neighbour's
     // burst slows a few steps a lot.
-    std::nth_element(step_seconds.begin(), step_seconds.begin() + step_seconds.size() / 2, step_seconds.end());
-    const double median = step_seconds[step_seconds.size() / 2];
+    const double median = median_of(step_seconds);
     row["median_step_ms"] = 1e3 * median;
     row["tokens_per_s_at_median_step"] = B / median;
+    std::string alongside;
+    if (!probe_gbps.empty()) {
+      // Median step against the median probe: both halves of the ratio from the same minute.
+      const double bw_now = median_of(probe_gbps), gbps_median = bytes_per_step / median / 1e9;
+      row["bandwidth_alongside_gbps"] = bw_now;
+      row["achieved_gbps_at_median_step"] = gbps_median;
+      row["percent_of_bandwidth_alongside"] = 100.0 * gbps_median / bw_now;
+      alongside = "; median step " + std::to_string(gbps_median) + " GB/s against " + std::to_string(bw_now) +
+                  " GB/s read alongside the steps (" + std::to_string(100.0 * gbps_median / bw_now) + "%)";
+    }
     if (tiered) {
       const ExpertStoreStats& a = tiered->stats();
       // Hits that a prefetch brought in count as prefetched, not as cache hits.
@@ -257,7 +306,7 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
     log("  batch " + std::to_string(B) + ": " + std::to_string(B * opt.gen / s) + " tokens/s (" +
         std::to_string(B / median) + " at the median step), " +
         std::to_string(bytes_per_step / 1e9) + " GB touched per step, " + std::to_string(gbps) + " GB/s (" +
-        std::to_string(100.0 * gbps / bw) + "% of measured bandwidth); per step: " + split_text(f.profile()));
+        std::to_string(100.0 * gbps / bw) + "% of measured bandwidth)" + alongside + "; per step: " + split_text(f.profile()));
   }
 
   if (!opt.skip_moe && h.is_moe()) {
