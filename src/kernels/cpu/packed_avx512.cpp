@@ -158,7 +158,6 @@ SY_VNNI void rows_dot(const uint8_t* const* row, int64_t cols, const PackedActiv
       }
     }
   }
-  const DotKernels& k = dot_kernels();
 #pragma GCC unroll 2
   for (int i = 0; i < NR; ++i) {
     float v[NT];
@@ -175,7 +174,8 @@ SY_VNNI void rows_dot(const uint8_t* const* row, int64_t cols, const PackedActiv
       }
     }
     for (int t = 0; t < NT; ++t) {
-      if (tail > 0) {
+      if (tail > 0) {  // blocks past the last group: rows whose length is no multiple of 256
+        const DotKernels& k = dot_kernels();
         const uint8_t* tw = row[i] + groups * gb;
         v[t] += T == DType::Q4_0 ? k.q4_0(reinterpret_cast<const BlockQ4_0*>(tw), x.tail(t0 + t), tail * kQBlock)
                                  : k.q8_0(reinterpret_cast<const BlockQ8_0*>(tw), x.tail(t0 + t), tail * kQBlock);
