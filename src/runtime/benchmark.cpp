@@ -179,11 +179,11 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
   // The VM's bandwidth drifts by up to 2x within a minute, so a probe taken once before
   // decoding can be far from what the steps had. One probe pass after every decode step
   // (untimed) over the dense weights gives the bandwidth alongside them, if those weights
-  // are large enough (4x a 32 MiB LLC) not to be served from cache.
+  // are large enough not to be served from cache (opt.alongside_min_bytes).
   const std::vector<cpu::ByteSpan> probe_spans = dense_weight_spans(model);
   size_t probe_bytes = 0;
   for (const auto& sp : probe_spans) probe_bytes += sp.bytes;
-  const bool probe_alongside = probe_bytes >= (size_t{128} << 20) && !model.tiered_experts();
+  const bool probe_alongside = probe_bytes >= opt.alongside_min_bytes && !model.tiered_experts();
 
   if (!opt.skip_prefill && opt.prompt > 0) {
     log("prefill of " + std::to_string(opt.prompt) + " tokens...");
@@ -242,8 +242,9 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
         size_t n = 0;
         volatile uint64_t sink = cpu::stream_read(probe_spans, pool, &n);
         (void)sink;
-        probe_seconds += seconds_since(tp);
-        probe_gbps.push_back(n / seconds_since(tp) / 1e9);
+        const double ps = seconds_since(tp);
+        probe_seconds += ps;
+        probe_gbps.push_back(n / ps / 1e9);
       }
     }
     const double s = seconds_since(t0) - probe_seconds;

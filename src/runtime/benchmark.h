@@ -21,6 +21,9 @@ struct BenchOptions {
   int batch_prompt = 128;          // prompt of each sequence before batched decode
   int threads = 0;
   size_t bandwidth_bytes = size_t{1} << 30;
+  // Dense weights (attention, head) needed to run the probe alongside the decode steps:
+  // under ~4x the LLC it would measure the cache.
+  size_t alongside_min_bytes = size_t{128} << 20;
   std::vector<double> capacity_factors = {1.0, 2.0};
   bool skip_prefill = false;
   bool skip_moe = false;

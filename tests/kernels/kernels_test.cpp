@@ -10,6 +10,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/packed.h"
+#include "kernels/cpu/stream_read.h"
 #include "kernels/cpu/weight_prep.h"
 
 namespace sy::cpu {
@@ -273,6 +274,33 @@ TEST(Kernels, RopeRotatesPairs) {
   EXPECT_NEAR(n[0], std::cos(1.0), 1e-6);
   EXPECT_NEAR(n[2], std::sin(1.0), 1e-6);
   EXPECT_NEAR(n[3], std::sin(0.01), 1e-6);
+}
+
+// The bandwidth probe over several buffers reads exactly the whole 128-byte steps inside
+// each one (from its first 64-byte boundary), and its checksum is theirs.
+TEST(Kernels, StreamReadOverSpansReadsEachWholeStep) {
+  std::vector<uint64_t> words((size_t{3} << 20) / 8);
+  for (size_t i = 0; i < words.size(); ++i) words[i] = i * 0x9E3779B97F4A7C15ull;
+  const auto* base = reinterpret_cast<const uint8_t*>(words.data());
+  const uint8_t* start = base + (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
+  // Spans over chunk boundaries (1 MiB), with ragged starts and ends, and one too short.
+  const std::vector<ByteSpan> spans = {{start + 8, (size_t{1} << 20) + 500}, {start + (size_t{3} << 19), 70000},
+                                       {start + (size_t{5} << 19), 100}};
+  uint64_t want = 0;
+  size_t want_bytes = 0;
+  for (const ByteSpan& s : spans) {
+    const auto a = reinterpret_cast<uintptr_t>(s.data);
+    const uintptr_t b = (a + 63) / 64 * 64, e = (a + s.bytes) / 128 * 128;
+    const size_t n = e > b ? (e - b) / 128 * 128 : 0;
+    for (size_t off = 0; off < n; off += 8) want ^= *reinterpret_cast<const uint64_t*>(b + off);
+    want_bytes += n;
+  }
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    size_t read = 0;
+    EXPECT_EQ(stream_read(spans, pool, &read), want);
+    EXPECT_EQ(read, want_bytes);
+  }
 }
 
 TEST(Kernels, ThreadPoolRunsEveryTaskOnce) {
