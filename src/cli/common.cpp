@@ -27,7 +27,8 @@ void ModelArgs::add_to(CLI::App& app, bool with_moe) {
   app.add_option("--io-threads", io_threads, "Threads reading experts from the file (expert cache only)")
       ->check(CLI::Range(1, 64));
   app.add_option("--prefetch-layers", prefetch_layers,
-                 "MoE layers ahead whose predicted experts start loading early (expert cache only)")
+                 "MoE layers ahead whose predicted experts start loading early (expert cache only; default: 2 "
+                 "when the cache holds at least two thirds of the experts, else 1)")
       ->check(CLI::Range(1, 8));
 }
 

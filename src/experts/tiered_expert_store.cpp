@@ -387,4 +387,8 @@ void TieredExpertStore::pin_profile(const std::string& path, int n_pin) {
   });
 }
 
+int auto_prefetch_layers(size_t budget_bytes, size_t all_bytes) {
+  return 3 * budget_bytes >= 2 * all_bytes ? 2 : 1;
+}
+
 }  // namespace sy

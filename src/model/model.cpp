@@ -16,6 +16,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelOptions& 
   if (!opt.expert_cache.empty() && m->hp_.is_moe()) {
     TieredStoreOptions t = opt.tiered;
     t.budget_bytes = parse_expert_cache_size(opt.expert_cache, m->all_expert_bytes());
+    if (t.prefetch_layers <= 0) t.prefetch_layers = auto_prefetch_layers(t.budget_bytes, m->all_expert_bytes());
     m->experts_ = std::make_unique<TieredExpertStore>(*m->file_, m->hp_, t);
     m->prefetch_layers_ = t.predictive_prefetch ? t.prefetch_layers : 0;
   } else {

@@ -168,9 +168,11 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
     disk_bw1 = measure_direct_read_bandwidth(model.file().path(), size_t{1} << 30, 1);
     disk_bw = measure_direct_read_bandwidth(model.file().path(), size_t{2} << 30, 4);
     out["expert_cache"] = {{"slots", tiered->capacity()}, {"policy", tiered->policy_name()}, {"direct_io", tiered->direct_io()},
+                           {"prefetch_layers", model.prefetch_layers()},
                            {"disk_read_gbps", disk_bw}, {"disk_read_gbps_one_stream", disk_bw1}};
     log("  direct read: " + std::to_string(disk_bw1) + " GB/s (1 stream), " + std::to_string(disk_bw) +
-        " GB/s (4 streams); cache of " + std::to_string(tiered->capacity()) + " experts, policy " + tiered->policy_name());
+        " GB/s (4 streams); cache of " + std::to_string(tiered->capacity()) + " experts, policy " + tiered->policy_name() +
+        ", prefetch " + std::to_string(model.prefetch_layers()) + " layer(s) ahead");
   }
 
   const double flops_tok = flops_per_token(model);

@@ -3,6 +3,10 @@
 // bad sizes with a clear message.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "base/error.h"
 #include "model/model.h"
 #include "model/synth.h"
@@ -93,6 +97,25 @@ TEST(ExpertStore, RejectsBadSizes) {
   EXPECT_EQ(parse_expert_cache_size("0.5", 1000), 500u);
   EXPECT_EQ(parse_expert_cache_size("25%", 1000), 250u);
   EXPECT_EQ(parse_expert_cache_size("4096", 1000), 4096u);
+}
+
+// Prefetch depth by cache size when --prefetch-layers is not given, and what a model
+// loaded with each cache size uses.
+TEST(ExpertStore, PrefetchDepthFollowsCacheSize) {
+  EXPECT_EQ(auto_prefetch_layers(250, 1000), 1);
+  EXPECT_EQ(auto_prefetch_layers(666, 1000), 1);
+  EXPECT_EQ(auto_prefetch_layers(667, 1000), 2);
+  EXPECT_EQ(auto_prefetch_layers(2000, 1000), 2);
+  const std::string path = std::string(SY_SOURCE_DIR) + "/models/tiny-mixtral-f16.gguf";
+  for (const auto& [cache, layers] : std::vector<std::pair<std::string, int>>{{"25%", 1}, {"75%", 2}}) {
+    ModelOptions o;
+    o.expert_cache = cache;
+    EXPECT_EQ(Model::load(path, o)->prefetch_layers(), layers) << cache;
+  }
+  ModelOptions o;
+  o.expert_cache = "75%";
+  o.tiered.prefetch_layers = 3;  // given: kept
+  EXPECT_EQ(Model::load(path, o)->prefetch_layers(), 3);
 }
 
 }  // namespace
