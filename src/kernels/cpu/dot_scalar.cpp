@@ -1,8 +1,6 @@
 // Portable reference kernels: the fallback on any CPU and the ground truth in tests.
 #include "kernels/cpu/dot.h"
 
-#include <cmath>
-
 #include "kernels/cpu/ops.h"
 
 namespace sy::cpu {
@@ -77,17 +75,7 @@ void axpy_heads(const float* w, int64_t w_stride, const T* row, int nh, int grou
   }
 }
 
-float exp_minus_max(float* x, int64_t n, float* max) {
-  float m = x[0];
-  for (int64_t i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - m);
-    sum += x[i];
-  }
-  *max = m;
-  return static_cast<float>(sum);
-}
+float exp_minus_max_f32(float* x, int64_t n, float* max) { return static_cast<float>(exp_minus_max(x, n, max)); }
 
 void to_f16(const float* x, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = f32_to_f16(x[i]);
@@ -107,7 +95,7 @@ const DotKernels& dot_kernels_scalar() {
                             axpy_heads<float>,
                             dot_heads<uint16_t>,
                             axpy_heads<uint16_t>,
-                            exp_minus_max,
+                            exp_minus_max_f32,
                             swiglu,
                             to_f16};
   return k;

@@ -20,15 +20,22 @@ void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* 
   }
 }
 
-void softmax(float* x, int64_t n) {
-  float max = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) max = x[i] > max ? x[i] : max;
+double exp_minus_max(float* x, int64_t n, float* max) {
+  float m = x[0];
+  for (int64_t i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - max);
+    x[i] = std::exp(x[i] - m);
     sum += x[i];
   }
-  const float inv = static_cast<float>(1.0 / sum);
+  *max = m;
+  return sum;
+}
+
+void softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  float max;
+  const float inv = static_cast<float>(1.0 / exp_minus_max(x, n, &max));
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 

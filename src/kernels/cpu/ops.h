@@ -11,6 +11,10 @@ void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* 
 // Numerically stable softmax in place (sum in double, as ggml).
 void softmax(float* x, int64_t n);
 
+// x[i] = exp(x[i] - max) with libm's exp for max = the largest of n >= 1 values, which goes
+// to *max; returns the sum, in double. softmax and the scalar attention kernel share it.
+double exp_minus_max(float* x, int64_t n, float* max);
+
 // gate[i] = silu(gate[i]) * up[i]
 void swiglu(float* gate, const float* up, int64_t n);
 
