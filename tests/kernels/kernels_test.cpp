@@ -363,6 +363,37 @@ TEST(KernelsPacked, MatchGgufLayoutDots) {
   }
 }
 
+// Many tokens (a prefill): the token rows go in chunks, the wide Q4_0 tiles and the
+// narrow ones must give the scalar kernel's results for every row, chunk edges included.
+TEST(KernelsPacked, ManyTokensMatchScalar) {
+  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+    const int64_t rows = 7, cols = 4096 + 256 + 32;  // chunks of 60 tokens, an odd group and a tail
+    const size_t rb = dtype_row_bytes(t, cols);
+    const auto gguf = encode(t, random_vec(rows * cols, 61), rows, cols);
+    std::vector<uint8_t> packed(gguf.size());
+    for (int64_t r = 0; r < rows; ++r) pack_row(t, gguf.data() + r * rb, packed.data() + r * rb, cols);
+    const int64_t n = 131;
+    const auto x = random_vec(n * cols, 62);
+    PackedActivations acts;
+    acts.quantize(x.data(), n, cols, cols);
+    std::vector<float> want(n * rows), got(n * rows, -1.0f);
+    const PackedKernels& ref = packed_kernels_scalar();
+    const PackedKernels& fast = packed_kernels();
+    (t == DType::Q4_0 ? ref.q4_0 : ref.q8_0)(packed.data(), rb, cols, 0, rows, acts, want.data(), rows);
+    (t == DType::Q4_0 ? fast.q4_0 : fast.q8_0)(packed.data(), rb, cols, 0, rows, acts, got.data(), rows);
+    for (int64_t i = 0; i < n * rows; ++i) {
+      EXPECT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << fast.isa << " " << dtype_name(t) << " token " << i / rows;
+    }
+    // A token's results do not depend on the batch around it (the server relies on it):
+    // token 77 alone, through the one-token path, gives the same bits.
+    PackedActivations one;
+    one.quantize(x.data() + 77 * cols, 1, cols, cols);
+    std::vector<float> alone(rows);
+    (t == DType::Q4_0 ? fast.q4_0 : fast.q8_0)(packed.data(), rb, cols, 0, rows, one, alone.data(), rows);
+    for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(alone[r], got[77 * rows + r]) << fast.isa << " " << dtype_name(t) << " row " << r;
+  }
+}
+
 // The two-matrix form (an expert's gate and up on one input) gives each matrix's own
 // single-matrix results, for every token count up to 10 and rows not a multiple of 2.
 TEST(KernelsPacked, TwoMatricesMatchOneAtATime) {

@@ -1,5 +1,6 @@
 #include "kernels/cpu/packed.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -13,32 +14,45 @@ namespace {
 
 // Word m of every block's quants into vector m: a transpose of 8 blocks x 4 (Q4_0) or
 // 8 (Q8_0) 4-byte words, done word by word (loads and stores the compiler keeps in
-// registers; the tiered expert store packs every expert it reads this way).
+// registers; the tiered expert store packs every expert it reads this way). Scales go to
+// `scales`, vector m to q + m * stride.
 template <int Words, uint32_t Flip, class Block>
-void pack_group(const Block* b, uint8_t* g) {
-  auto* scales = reinterpret_cast<uint16_t*>(g);
+void pack_group(const Block* b, uint8_t* scales, uint8_t* q, int64_t stride) {
   uint32_t w[kGroupBlocks][Words];
   for (int i = 0; i < kGroupBlocks; ++i) {
-    scales[i] = b[i].d;
+    std::memcpy(scales + 2 * i, &b[i].d, 2);
     std::memcpy(w[i], b[i].q, sizeof w[i]);
   }
-  uint32_t out[Words][kGroupBlocks];
-  for (int m = 0; m < Words; ++m)
-    for (int i = 0; i < kGroupBlocks; ++i) out[m][i] = w[i][m] ^ Flip;
-  std::memcpy(g + 16, out, sizeof out);
+  for (int m = 0; m < Words; ++m) {
+    uint32_t out[kGroupBlocks];
+    for (int i = 0; i < kGroupBlocks; ++i) out[i] = w[i][m] ^ Flip;
+    std::memcpy(q + m * stride, out, sizeof out);
+  }
 }
 
-void pack_group_q4_0(const BlockQ4_0* b, uint8_t* g) { pack_group<4, 0u>(b, g); }
-// Q8_0 quants biased to unsigned: x ^ 0x80 is x + 128 for int8 x.
-void pack_group_q8_0(const BlockQ8_0* b, uint8_t* g) { pack_group<8, 0x80808080u>(b, g); }
+// Group g of a row, its 8 GGUF blocks at `blocks`, to its place in the packed row `dst`.
+void pack_group_to(DType t, const uint8_t* blocks, uint8_t* dst, int64_t groups, int64_t g) {
+  const PackedGroup pg = packed_group(t, dst, groups, g);
+  auto* scales = const_cast<uint8_t*>(pg.scales);
+  auto* q = const_cast<uint8_t*>(pg.q);
+  // Q8_0 quants biased to unsigned: x ^ 0x80 is x + 128 for int8 x.
+  if (t == DType::Q4_0) pack_group<4, 0u>(reinterpret_cast<const BlockQ4_0*>(blocks), scales, q, pg.stride);
+  else pack_group<8, 0x80808080u>(reinterpret_cast<const BlockQ8_0*>(blocks), scales, q, pg.stride);
+}
 
 // Value j (0..31) of block i in a packed group, as the integer quant (signed).
-int quant_q4_0(const uint8_t* g, int i, int j) {
-  const uint8_t q = g[16 + 32 * ((j % 16) / 4) + 4 * i + j % 4];
+int quant_q4_0(const PackedGroup& g, int i, int j) {
+  const uint8_t q = g.vector((j % 16) / 4)[4 * i + j % 4];
   return (j < 16 ? (q & 0x0f) : (q >> 4)) - 8;
 }
-int quant_q8_0(const uint8_t* g, int i, int j) {
-  return static_cast<int>(g[16 + 32 * (j / 4) + 4 * i + j % 4]) - 128;  // undo the bias
+int quant_q8_0(const PackedGroup& g, int i, int j) {
+  return static_cast<int>(g.vector(j / 4)[4 * i + j % 4]) - 128;  // undo the bias
+}
+int quant(DType t, const PackedGroup& g, int i, int j) { return t == DType::Q4_0 ? quant_q4_0(g, i, j) : quant_q8_0(g, i, j); }
+float scale(const PackedGroup& g, int i) {
+  uint16_t h;
+  std::memcpy(&h, g.scales + 2 * i, 2);
+  return f16_to_f32(h);
 }
 
 template <DType T>
@@ -52,16 +66,12 @@ void scalar_kernel(const uint8_t* w, size_t row_bytes, int64_t cols, int64_t r0,
     for (int64_t t = 0; t < x.rows(); ++t) {
       float acc = 0.0f;
       for (int64_t g = 0; g < groups; ++g) {
-        const uint8_t* grp = row + g * packed_group_bytes(T);
-        const auto* scales = reinterpret_cast<const uint16_t*>(grp);
+        const PackedGroup grp = packed_group(T, row, groups, g);
         const int8_t* xq = x.group(t, g);
         for (int i = 0; i < kGroupBlocks; ++i) {
           int32_t s = 0;
-          for (int j = 0; j < kQBlock; ++j) {
-            const int xv = xq[64 * (j / 4) + 4 * i + j % 4];
-            s += (T == DType::Q4_0 ? quant_q4_0(grp, i, j) : quant_q8_0(grp, i, j)) * xv;
-          }
-          acc += f16_to_f32(scales[i]) * x.d(t)[g * kGroupBlocks + i] * static_cast<float>(s);
+          for (int j = 0; j < kQBlock; ++j) s += quant(T, grp, i, j) * xq[64 * (j / 4) + 4 * i + j % 4];
+          acc += scale(grp, i) * x.d(t)[g * kGroupBlocks + i] * static_cast<float>(s);
         }
       }
       if (tail > 0) {
@@ -103,32 +113,28 @@ void pack_row(DType t, const void* src, void* dst, int64_t n_values) {
   const size_t gb = static_cast<size_t>(packed_group_bytes(t));
   auto* out = static_cast<uint8_t*>(dst);
   const auto* in = static_cast<const uint8_t*>(src);
-  uint8_t tmp[272];  // src and dst may be the same row
-  for (int64_t g = 0; g < groups; ++g) {
-    if (t == DType::Q4_0) pack_group_q4_0(reinterpret_cast<const BlockQ4_0*>(in) + g * kGroupBlocks, tmp);
-    else pack_group_q8_0(reinterpret_cast<const BlockQ8_0*>(in) + g * kGroupBlocks, tmp);
-    std::memcpy(out + g * gb, tmp, gb);
+  // src and dst may be the same row: pack each pair (or the odd last group) from a copy.
+  uint8_t tmp[2 * 272];
+  for (int64_t g = 0; g < groups; g += 2) {
+    const int64_t n = std::min<int64_t>(2, groups - g);
+    std::memcpy(tmp, in + g * gb, n * gb);
+    for (int64_t k = 0; k < n; ++k) pack_group_to(t, tmp + k * gb, out, groups, g + k);
   }
   if (out != in) std::memcpy(out + groups * gb, in + groups * gb, row - groups * gb);
 }
 
 void dequantize_packed_row(DType t, const void* src, float* dst, int64_t n_values) {
   const int64_t groups = packed_groups(n_values);
-  const size_t gb = static_cast<size_t>(packed_group_bytes(t));
   const auto* in = static_cast<const uint8_t*>(src);
   for (int64_t g = 0; g < groups; ++g) {
-    const uint8_t* grp = in + g * gb;
-    const auto* scales = reinterpret_cast<const uint16_t*>(grp);
+    const PackedGroup grp = packed_group(t, in, groups, g);
     for (int i = 0; i < kGroupBlocks; ++i) {
-      const float d = f16_to_f32(scales[i]);
-      for (int j = 0; j < kQBlock; ++j) {
-        const int q = t == DType::Q4_0 ? quant_q4_0(grp, i, j) : quant_q8_0(grp, i, j);
-        dst[(g * kGroupBlocks + i) * kQBlock + j] = d * static_cast<float>(q);
-      }
+      const float d = scale(grp, i);
+      for (int j = 0; j < kQBlock; ++j) dst[(g * kGroupBlocks + i) * kQBlock + j] = d * static_cast<float>(quant(t, grp, i, j));
     }
   }
   const int64_t done = groups * kGroupValues;
-  dequantize_row(t, in + groups * gb, dst + done, n_values - done);
+  dequantize_row(t, in + groups * packed_group_bytes(t), dst + done, n_values - done);
 }
 
 void PackedActivations::quantize(const float* x, int64_t n, int64_t ld, int64_t cols) {
