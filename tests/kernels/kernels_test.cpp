@@ -70,6 +70,57 @@ TEST(Kernels, DispatchedDotMatchesScalar) {
 
 // The attention row kernels: one cached row (KV heads side by side, grouped query heads)
 // against every head, on head sizes that are not multiples of the vector width.
+// The prefill tiles (query rows x 4 positions of one head), dispatched and scalar, f32
+// and f16 rows, every partial tile shape and head sizes with a remainder: against sums in
+// double; scores past nk and rows past nq are left alone.
+TEST(Kernels, AttentionTileKernelsMatchSums) {
+  const int64_t ld = 5;
+  for (int64_t d : {8, 64, 100, 128}) {
+    const int64_t q_ld = d + 3, o_ld = d + 1;
+    const auto q = random_vec(3 * q_ld, 71), kv = random_vec(4 * d, 72), w = random_vec(3 * ld, 73);
+    std::vector<uint16_t> kh(kv.size());
+    for (size_t i = 0; i < kv.size(); ++i) kh[i] = f32_to_f16(kv[i]);
+    const float* kf[4];
+    const uint16_t* k16[4];
+    for (int j = 0; j < 4; ++j) kf[j] = kv.data() + j * d, k16[j] = kh.data() + j * d;
+    for (const DotKernels* kk : {&dot_kernels(), &dot_kernels_scalar()}) {
+      for (bool f16 : {false, true}) {
+        auto key = [&](int j, int64_t x) { return f16 ? f16_to_f32(kh[j * d + x]) : kv[j * d + x]; };
+        for (int64_t nq = 1; nq <= 3; ++nq) {
+          for (int nk = 1; nk <= 4; ++nk) {
+            std::vector<float> out(3 * ld, -7.0f);
+            if (f16) kk->dot_tile_f16(q.data(), q_ld, nq, k16, nk, d, 0.25f, out.data(), ld);
+            else kk->dot_tile(q.data(), q_ld, nq, kf, nk, d, 0.25f, out.data(), ld);
+            for (int64_t i = 0; i < 3; ++i) {
+              for (int64_t j = 0; j < ld; ++j) {
+                double want = -7.0;
+                if (i < nq && j < nk) {
+                  want = 0;
+                  for (int64_t x = 0; x < d; ++x) want += double{q[i * q_ld + x]} * key(static_cast<int>(j), x);
+                  want *= 0.25;
+                }
+                EXPECT_NEAR(out[i * ld + j], want, 1e-4 * d) << kk->isa << " f16=" << f16 << " d=" << d << " " << i << "," << j;
+              }
+            }
+            std::vector<float> o(3 * o_ld);
+            for (int64_t i = 0; i < 3; ++i) std::fill(o.begin() + i * o_ld, o.begin() + (i + 1) * o_ld, 1.0f + i);
+            if (f16) kk->axpy_tile_f16(w.data(), ld, nq, k16, nk, d, o.data(), o_ld);
+            else kk->axpy_tile(w.data(), ld, nq, kf, nk, d, o.data(), o_ld);
+            for (int64_t i = 0; i < 3; ++i) {
+              for (int64_t x = 0; x < o_ld; ++x) {
+                double want = 1.0 + i;
+                if (i < nq && x < d)
+                  for (int j = 0; j < nk; ++j) want += double{w[i * ld + j]} * key(j, x);
+                EXPECT_NEAR(o[i * o_ld + x], want, 1e-5) << kk->isa << " f16=" << f16 << " d=" << d << " nq=" << nq << " nk=" << nk;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Kernels, HeadKernelsMatchScalar) {
   const DotKernels& fast = dot_kernels();
   const DotKernels& ref = dot_kernels_scalar();

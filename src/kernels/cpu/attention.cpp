@@ -36,13 +36,41 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
   // Row t's outputs: batch row t of `out`, or row t - t0 of a chunk's partial slot.
   const int64_t o_row0 = part_max ? task.t0 : 0;
   auto out_row = [&](int64_t t) { return o + (t - o_row0) * o_ld; };
-  for (int64_t p = p0; p < task.p1; ++p) {
-    const T* row = typed<T>(kv.k(p));
-    for (int64_t t = task.t0; t < task.t1; ++t) {
-      if (p > positions[t]) continue;  // causal: row t sees positions 0..positions[t]
-      const float* qt = q + t * q_ld;
-      if constexpr (sizeof(T) == 2) k.dot_heads_f16(qt, row, nh, group, s.head_dim_k, s.scale, scores(t) + p - p0, span);
-      else k.dot_heads(qt, row, nh, group, s.head_dim_k, s.scale, scores(t) + p - p0, span);
+  // Several rows of one sequence (a prompt): tiles of the task's rows x 4 positions, one
+  // head at a time, over blocks of 4 cached rows that stay in L1 across the heads. Row by
+  // row, each score cost a horizontal sum and each K/V vector a load per row. 512 rows of
+  // one sequence, 16 heads of 128, one thread: 28 -> 44 GFLOP/s; prefill of 512 tokens
+  // +7-9% (in-process A/B). Rows that do not see a position of a block get scores there
+  // all the same, zeroed after the softmax.
+  const int64_t rows = task.t1 - task.t0;
+  const bool tiled = rows >= 2;
+  const int64_t dk = s.head_dim_k, dv = s.head_dim_v, row_ld = nh * span;
+  int32_t last_pos = 0;
+  for (int64_t t = task.t0; t < task.t1; ++t) last_pos = std::max(last_pos, positions[t]);
+  const int64_t p_end = std::min<int64_t>(task.p1, int64_t{last_pos} + 1);
+  if (tiled) {
+    for (int64_t p = p0; p < p_end; p += 4) {
+      const int nk = static_cast<int>(std::min<int64_t>(4, p_end - p));
+      const T* krow[4];
+      for (int j = 0; j < nk; ++j) krow[j] = typed<T>(kv.k(p + j));
+      for (int h = 0; h < nh; ++h) {
+        const T* kr[4];
+        for (int j = 0; j < nk; ++j) kr[j] = krow[j] + int64_t{h / group} * dk;
+        const float* qh = q + task.t0 * q_ld + h * dk;
+        float* dst = scores(task.t0) + h * span + p - p0;
+        if constexpr (sizeof(T) == 2) k.dot_tile_f16(qh, q_ld, rows, kr, nk, dk, s.scale, dst, row_ld);
+        else k.dot_tile(qh, q_ld, rows, kr, nk, dk, s.scale, dst, row_ld);
+      }
+    }
+  } else {
+    for (int64_t p = p0; p < task.p1; ++p) {
+      const T* row = typed<T>(kv.k(p));
+      for (int64_t t = task.t0; t < task.t1; ++t) {
+        if (p > positions[t]) continue;  // causal: row t sees positions 0..positions[t]
+        const float* qt = q + t * q_ld;
+        if constexpr (sizeof(T) == 2) k.dot_heads_f16(qt, row, nh, group, dk, s.scale, scores(t) + p - p0, span);
+        else k.dot_heads(qt, row, nh, group, dk, s.scale, scores(t) + p - p0, span);
+      }
     }
   }
   for (int64_t t = task.t0; t < task.t1; ++t) {
@@ -58,15 +86,32 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
         const float inv = 1.0f / sum;
         for (int64_t i = 0; i < n; ++i) w[i] *= inv;
       }
+      if (tiled) std::fill(w + n, w + span, 0.0f);  // positions this row does not see, inside a tile
     }
-    std::fill(out_row(t), out_row(t) + nh * s.head_dim_v, 0.0f);
+    std::fill(out_row(t), out_row(t) + nh * dv, 0.0f);
+  }
+  if (tiled) {
+    for (int64_t p = p0; p < p_end; p += 4) {
+      const int nk = static_cast<int>(std::min<int64_t>(4, p_end - p));
+      const T* vrow[4];
+      for (int j = 0; j < nk; ++j) vrow[j] = typed<T>(kv.v(p + j));
+      for (int h = 0; h < nh; ++h) {
+        const T* vr[4];
+        for (int j = 0; j < nk; ++j) vr[j] = vrow[j] + int64_t{h / group} * dv;
+        const float* w = scores(task.t0) + h * span + p - p0;
+        float* dst = out_row(task.t0) + h * dv;
+        if constexpr (sizeof(T) == 2) k.axpy_tile_f16(w, row_ld, rows, vr, nk, dv, dst, o_ld);
+        else k.axpy_tile(w, row_ld, rows, vr, nk, dv, dst, o_ld);
+      }
+    }
+    return;
   }
   for (int64_t p = p0; p < task.p1; ++p) {
     const T* row = typed<T>(kv.v(p));
     for (int64_t t = task.t0; t < task.t1; ++t) {
       if (p > positions[t]) continue;
-      if constexpr (sizeof(T) == 2) k.axpy_heads_f16(scores(t) + p - p0, span, row, nh, group, s.head_dim_v, out_row(t));
-      else k.axpy_heads(scores(t) + p - p0, span, row, nh, group, s.head_dim_v, out_row(t));
+      if constexpr (sizeof(T) == 2) k.axpy_heads_f16(scores(t) + p - p0, span, row, nh, group, dv, out_row(t));
+      else k.axpy_heads(scores(t) + p - p0, span, row, nh, group, dv, out_row(t));
     }
   }
 }

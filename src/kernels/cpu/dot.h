@@ -31,6 +31,20 @@ struct DotKernels {
                         int64_t out_stride);
   void (*axpy_heads_f16)(const float* w, int64_t w_stride, const uint16_t* row, int nh, int group, int64_t d,
                          float* out);
+  // Tiles for a block of query rows of one sequence (prefill), one head at a time: each
+  // key or value row is loaded once per 2 query rows instead of once per row, and a score
+  // costs a share of one horizontal sum per 8 scores instead of one each.
+  //   dot_tile:  out[i * ld + j] = scale * dot(q + i * q_ld, k[j]) over d values
+  //   axpy_tile: out[i * out_ld + x] += sum over j of w[i * ld + j] * v[j][x], for x < d
+  // for i < nq query rows and j < nk <= 4 cached positions.
+  void (*dot_tile)(const float* q, int64_t q_ld, int64_t nq, const float* const* k, int nk, int64_t d, float scale,
+                   float* out, int64_t ld);
+  void (*axpy_tile)(const float* w, int64_t ld, int64_t nq, const float* const* v, int nk, int64_t d, float* out,
+                    int64_t out_ld);
+  void (*dot_tile_f16)(const float* q, int64_t q_ld, int64_t nq, const uint16_t* const* k, int nk, int64_t d,
+                       float scale, float* out, int64_t ld);
+  void (*axpy_tile_f16)(const float* w, int64_t ld, int64_t nq, const uint16_t* const* v, int nk, int64_t d,
+                        float* out, int64_t out_ld);
   // x[i] = exp(x[i] - max) for max = the largest of n >= 1 values, which goes to *max;
   // returns the sum (attention's softmax, normalized or merged by the caller). The vector
   // forms evaluate exp as a polynomial; the router keeps ops.h's libm softmax, whose exact

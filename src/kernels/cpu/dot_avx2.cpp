@@ -1,6 +1,8 @@
 // AVX2 + FMA + F16C kernels, compiled for that target only and chosen at run time.
 #include "kernels/cpu/dot.h"
 
+#include <algorithm>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -149,6 +151,106 @@ SY_AVX2 void axpy_heads(const float* w, int64_t w_stride, const T* row, int nh, 
   }
 }
 
+// The eight sums of a[0..7] in one vector, lane r = sum of a[r].
+SY_AVX2 inline __m256 hsum8(const __m256 a[8]) {
+  const __m256 s0123 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+  const __m256 s4567 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+  return _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20), _mm256_permute2f128_ps(s0123, s4567, 0x31));
+}
+
+// NQ query rows x 4 keys: 8 accumulators, each q and k vector loaded once per step.
+// Keys past nk repeat the last one; their scores are not stored.
+template <int NQ, class T>
+SY_AVX2 inline void dot_tile_n(const float* const* q, const T* const* k, int nk, int64_t d, float scale, float* out,
+                               int64_t ld) {
+  __m256 acc[8];
+  for (auto& a : acc) a = _mm256_setzero_ps();
+  int64_t x = 0;
+  for (; x + 8 <= d; x += 8) {
+    __m256 kv[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) kv[j] = load8(k[j] + x);
+#pragma GCC unroll 2
+    for (int i = 0; i < NQ; ++i) {
+      const __m256 qv = _mm256_loadu_ps(q[i] + x);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) acc[i * 4 + j] = _mm256_fmadd_ps(qv, kv[j], acc[i * 4 + j]);
+    }
+  }
+  const __m256 sums = _mm256_mul_ps(hsum8(acc), _mm256_set1_ps(scale));
+  if (nk == 4 && x == d) {  // a whole tile: row i's four scores are lanes 4i..4i+3
+    _mm_storeu_ps(out, _mm256_castps256_ps128(sums));
+    if (NQ == 2) _mm_storeu_ps(out + ld, _mm256_extractf128_ps(sums, 1));
+    return;
+  }
+  alignas(32) float s[8];
+  _mm256_store_ps(s, sums);
+  for (int i = 0; i < NQ; ++i) {
+    for (int j = 0; j < nk; ++j) {
+      float t = 0.0f;
+      for (int64_t r = x; r < d; ++r) t += to_f32(k[j][r]) * q[i][r];
+      out[i * ld + j] = s[i * 4 + j] + t * scale;
+    }
+  }
+}
+
+template <class T>
+SY_AVX2 void dot_tile(const float* q, int64_t q_ld, int64_t nq, const T* const* kp, int nk, int64_t d, float scale,
+                      float* out, int64_t ld) {
+  const T* k[4];
+  for (int j = 0; j < 4; ++j) k[j] = kp[std::min(j, nk - 1)];
+  int64_t i = 0;
+  for (; i + 2 <= nq; i += 2) {
+    const float* qs[2] = {q + i * q_ld, q + (i + 1) * q_ld};
+    dot_tile_n<2>(qs, k, nk, d, scale, out + i * ld, ld);
+  }
+  if (i < nq) {
+    const float* qs[1] = {q + i * q_ld};
+    dot_tile_n<1>(qs, k, nk, d, scale, out + i * ld, ld);
+  }
+}
+
+// NQ output rows x 4 values: the 4 NQ weights stay in registers; each value vector is
+// loaded once and each output vector loaded and stored once per 4 positions.
+template <int NQ, class T>
+SY_AVX2 inline void axpy_tile_n(const float* w, int64_t ld, const T* const* v, int nk, int64_t d, float* const* out) {
+  __m256 wv[NQ][4];
+  for (int j = 0; j < 4; ++j)
+    for (int i = 0; i < NQ; ++i) wv[i][j] = _mm256_set1_ps(j < nk ? w[i * ld + j] : 0.0f);
+  int64_t x = 0;
+  for (; x + 8 <= d; x += 8) {
+    __m256 vv[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) vv[j] = load8(v[j] + x);
+#pragma GCC unroll 2
+    for (int i = 0; i < NQ; ++i) {
+      __m256 o = _mm256_loadu_ps(out[i] + x);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) o = _mm256_fmadd_ps(wv[i][j], vv[j], o);
+      _mm256_storeu_ps(out[i] + x, o);
+    }
+  }
+  for (; x < d; ++x)
+    for (int i = 0; i < NQ; ++i)
+      for (int j = 0; j < nk; ++j) out[i][x] += w[i * ld + j] * to_f32(v[j][x]);
+}
+
+template <class T>
+SY_AVX2 void axpy_tile(const float* w, int64_t ld, int64_t nq, const T* const* vp, int nk, int64_t d, float* out,
+                       int64_t out_ld) {
+  const T* v[4];
+  for (int j = 0; j < 4; ++j) v[j] = vp[std::min(j, nk - 1)];
+  int64_t i = 0;
+  for (; i + 2 <= nq; i += 2) {
+    float* os[2] = {out + i * out_ld, out + (i + 1) * out_ld};
+    axpy_tile_n<2>(w + i * ld, ld, v, nk, d, os);
+  }
+  if (i < nq) {
+    float* os[1] = {out + i * out_ld};
+    axpy_tile_n<1>(w + i * ld, ld, v, nk, d, os);
+  }
+}
+
 // e^x to ~2 ulp: x = n ln2 + r with |r| <= ln2 / 2, e^r by its Taylor polynomial to r^6,
 // 2^n put into the exponent bits. Inputs are clamped to the finite float range.
 SY_AVX2 inline __m256 exp8(__m256 x) {
@@ -233,6 +335,10 @@ const DotKernels* dot_kernels_avx2() {
                             axpy_heads<float>,
                             dot_heads<uint16_t>,
                             axpy_heads<uint16_t>,
+                            dot_tile<float>,
+                            axpy_tile<float>,
+                            dot_tile<uint16_t>,
+                            axpy_tile<uint16_t>,
                             exp_minus_max,
                             swiglu,
                             to_f16};

@@ -75,6 +75,25 @@ void axpy_heads(const float* w, int64_t w_stride, const T* row, int nh, int grou
   }
 }
 
+template <class T>
+void dot_tile(const float* q, int64_t q_ld, int64_t nq, const T* const* k, int nk, int64_t d, float scale, float* out,
+              int64_t ld) {
+  for (int64_t i = 0; i < nq; ++i) {
+    for (int j = 0; j < nk; ++j) {
+      float s = 0.0f;
+      for (int64_t x = 0; x < d; ++x) s += to_float(k[j][x]) * q[i * q_ld + x];
+      out[i * ld + j] = s * scale;
+    }
+  }
+}
+
+template <class T>
+void axpy_tile(const float* w, int64_t ld, int64_t nq, const T* const* v, int nk, int64_t d, float* out, int64_t out_ld) {
+  for (int64_t i = 0; i < nq; ++i)
+    for (int j = 0; j < nk; ++j)
+      for (int64_t x = 0; x < d; ++x) out[i * out_ld + x] += w[i * ld + j] * to_float(v[j][x]);
+}
+
 float exp_minus_max_f32(float* x, int64_t n, float* max) { return static_cast<float>(exp_minus_max(x, n, max)); }
 
 void to_f16(const float* x, uint16_t* y, int64_t n) {
@@ -95,6 +114,10 @@ const DotKernels& dot_kernels_scalar() {
                             axpy_heads<float>,
                             dot_heads<uint16_t>,
                             axpy_heads<uint16_t>,
+                            dot_tile<float>,
+                            axpy_tile<float>,
+                            dot_tile<uint16_t>,
+                            axpy_tile<uint16_t>,
                             exp_minus_max_f32,
                             swiglu,
                             to_f16};
