@@ -16,6 +16,24 @@ const T* typed(const void* p) {
   return static_cast<const T*>(p);
 }
 
+// Cached positions [p0, p1) in blocks of up to 4, and for each block every head h:
+// fn(p, nk, h, rows), rows[j] being position p + j's keys (or values) of head h's KV head.
+// The block's rows are looked up once for all heads and stay in L1 across them.
+template <class T, class Fn>
+void for_position_blocks(const KvView& kv, bool values, int64_t p0, int64_t p1, int nh, int group, int64_t head_dim,
+                         Fn&& fn) {
+  for (int64_t p = p0; p < p1; p += 4) {
+    const int nk = static_cast<int>(std::min<int64_t>(4, p1 - p));
+    const T* base[4];
+    for (int j = 0; j < nk; ++j) base[j] = typed<T>(values ? kv.v(p + j) : kv.k(p + j));
+    for (int h = 0; h < nh; ++h) {
+      const T* rows[4];
+      for (int j = 0; j < nk; ++j) rows[j] = base[j] + int64_t{h / group} * head_dim;
+      fn(p, nk, h, rows);
+    }
+  }
+}
+
 // The task's rows against every head over cached positions [p0, p1). The cache is walked
 // position by position, each cached row (all KV heads side by side) read once as one
 // contiguous stream and used by every row and head of the task: walking head by head
@@ -49,19 +67,12 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
   for (int64_t t = task.t0; t < task.t1; ++t) last_pos = std::max(last_pos, positions[t]);
   const int64_t p_end = std::min<int64_t>(task.p1, int64_t{last_pos} + 1);
   if (tiled) {
-    for (int64_t p = p0; p < p_end; p += 4) {
-      const int nk = static_cast<int>(std::min<int64_t>(4, p_end - p));
-      const T* krow[4];
-      for (int j = 0; j < nk; ++j) krow[j] = typed<T>(kv.k(p + j));
-      for (int h = 0; h < nh; ++h) {
-        const T* kr[4];
-        for (int j = 0; j < nk; ++j) kr[j] = krow[j] + int64_t{h / group} * dk;
-        const float* qh = q + task.t0 * q_ld + h * dk;
-        float* dst = scores(task.t0) + h * span + p - p0;
-        if constexpr (sizeof(T) == 2) k.dot_tile_f16(qh, q_ld, rows, kr, nk, dk, s.scale, dst, row_ld);
-        else k.dot_tile(qh, q_ld, rows, kr, nk, dk, s.scale, dst, row_ld);
-      }
-    }
+    for_position_blocks<T>(kv, false, p0, p_end, nh, group, dk, [&](int64_t p, int nk, int h, const T* const* kr) {
+      const float* qh = q + task.t0 * q_ld + h * dk;
+      float* dst = scores(task.t0) + h * span + p - p0;
+      if constexpr (sizeof(T) == 2) k.dot_tile_f16(qh, q_ld, rows, kr, nk, dk, s.scale, dst, row_ld);
+      else k.dot_tile(qh, q_ld, rows, kr, nk, dk, s.scale, dst, row_ld);
+    });
   } else {
     for (int64_t p = p0; p < task.p1; ++p) {
       const T* row = typed<T>(kv.k(p));
@@ -91,19 +102,12 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
     std::fill(out_row(t), out_row(t) + nh * dv, 0.0f);
   }
   if (tiled) {
-    for (int64_t p = p0; p < p_end; p += 4) {
-      const int nk = static_cast<int>(std::min<int64_t>(4, p_end - p));
-      const T* vrow[4];
-      for (int j = 0; j < nk; ++j) vrow[j] = typed<T>(kv.v(p + j));
-      for (int h = 0; h < nh; ++h) {
-        const T* vr[4];
-        for (int j = 0; j < nk; ++j) vr[j] = vrow[j] + int64_t{h / group} * dv;
-        const float* w = scores(task.t0) + h * span + p - p0;
-        float* dst = out_row(task.t0) + h * dv;
-        if constexpr (sizeof(T) == 2) k.axpy_tile_f16(w, row_ld, rows, vr, nk, dv, dst, o_ld);
-        else k.axpy_tile(w, row_ld, rows, vr, nk, dv, dst, o_ld);
-      }
-    }
+    for_position_blocks<T>(kv, true, p0, p_end, nh, group, dv, [&](int64_t p, int nk, int h, const T* const* vr) {
+      const float* w = scores(task.t0) + h * span + p - p0;
+      float* dst = out_row(task.t0) + h * dv;
+      if constexpr (sizeof(T) == 2) k.axpy_tile_f16(w, row_ld, rows, vr, nk, dv, dst, o_ld);
+      else k.axpy_tile(w, row_ld, rows, vr, nk, dv, dst, o_ld);
+    });
     return;
   }
   for (int64_t p = p0; p < task.p1; ++p) {

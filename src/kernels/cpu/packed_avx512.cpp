@@ -21,9 +21,9 @@ namespace {
 SY_VNNI __attribute__((always_inline)) inline __m256i load256(const uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
-// The quant vectors of one group (ymm) or of two consecutive groups (zmm: low half the
-// first group, high half the second), as u8 ready for vpdpbusd: w[m] holds values
-// 4m..4m+3 of every block (lane i = block i), like activation vector m.
+// The quant vectors of an odd last group (stored alone, see packed.h), as u8 ready for
+// vpdpbusd: w[m] holds values 4m..4m+3 of every block (lane i = block i), like
+// activation vector m.
 template <DType T>
 SY_VNNI __attribute__((always_inline)) inline void load_group(const uint8_t* g, __m256i w[8]) {
   if constexpr (T == DType::Q4_0) {
@@ -49,6 +49,8 @@ SY_VNNI __attribute__((always_inline)) inline __m512 pair_scales(const uint8_t* 
   return _mm512_cvtph_ps(load256(pair));
 }
 
+// The quant vectors of a group pair, as u8 ready for vpdpbusd (Q4_0: low nibbles, values
+// 4m..4m+3, in w[m]; high nibbles, values 16+4m..16+4m+3, in w[4 + m]).
 template <DType T>
 SY_VNNI __attribute__((always_inline)) inline void load_pair(const uint8_t* pair, __m512i w[8]) {
   if constexpr (T == DType::Q4_0) {
@@ -203,7 +205,7 @@ SY_VNNI void rows_dot(const uint8_t* const* row, int64_t cols, const PackedActiv
   }
 #pragma GCC unroll 2
   for (int i = 0; i < NR; ++i) {
-    alignas(16) float v[NT + 3];
+    alignas(16) float v[NT];
     int t = 0;
 #pragma GCC unroll 2
     for (; t + 4 <= NT; t += 4) _mm_store_ps(v + t, reduce_add4(acc[i][t], acc[i][t + 1], acc[i][t + 2], acc[i][t + 3]));
@@ -220,8 +222,7 @@ SY_VNNI void rows_dot(const uint8_t* const* row, int64_t cols, const PackedActiv
 // instructions per vpdpbusd rather than for streaming: each activation load feeds NR rows
 // (rows_dot at NR = 1 issues one load per vpdpbusd), and only the quant vectors of one m
 // (Q4_0: values 4m..4m+3 and 16+4m..16+4m+3) are unpacked at a time, so the registers hold
-// NR x NT accumulators. 4 rows x 2 tokens, Q4_0, weights in L2, 1 thread: 1.3-1.4x the
-// GOPS of rows_dot<1, 8> (standalone kernel study, 380 -> 490-550).
+// NR x NT accumulators (4 x 2 for Q4_0; see matrix_wide_q4_0 for the measurements).
 template <DType T, int NR, int NT>
 SY_VNNI void rows_dot_wide(const uint8_t* row, size_t row_bytes, int64_t cols, const PackedActivations& x, int64_t t0,
                            float* out, int64_t ldy, bool prefetch) {
@@ -346,12 +347,10 @@ SY_VNNI void tile(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_
   }
 }
 
-// Rows [r0, r1) of one matrix against all activation rows with compute-bound tiles
-// (rows_dot_wide): 4 rows x 2 tokens, the rows of a block of 16 kept hot in L1 across tokens.
 // Rows [r0, r1) of one Q4_0 matrix against activation rows [t0, t1) with compute-bound
 // tiles (rows_dot_wide): 4 rows x 2 tokens, a block of 16 rows kept hot in L1 across the
 // tokens. In-process A/B against rows_dot's 8-token tiles, weights in L2, 1 thread: +7-19%
-// at 5-64 tokens (2 x 4 tiles: -3 to +8%). Q8_0 has no unpacking to share and its wide
+// at 5-512 tokens (2 x 4 tiles: -3 to +8%). Q8_0 has no unpacking to share and its wide
 // tiles were slower (-2 to -19%, every shape tried), so it keeps rows_dot.
 SY_VNNI void matrix_wide_q4_0(const uint8_t* w, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
                               const PackedActivations& x, int64_t t0, int64_t t1, float* y, int64_t ldy) {
