@@ -32,12 +32,10 @@ void pack_group(const Block* b, uint8_t* scales, uint8_t* q, int64_t stride) {
 
 // Group g of a row, its 8 GGUF blocks at `blocks`, to its place in the packed row `dst`.
 void pack_group_to(DType t, const uint8_t* blocks, uint8_t* dst, int64_t groups, int64_t g) {
-  const PackedGroup pg = packed_group(t, dst, groups, g);
-  auto* scales = const_cast<uint8_t*>(pg.scales);
-  auto* q = const_cast<uint8_t*>(pg.q);
+  const PackedGroupIn<uint8_t> pg = packed_group(t, dst, groups, g);
   // Q8_0 quants biased to unsigned: x ^ 0x80 is x + 128 for int8 x.
-  if (t == DType::Q4_0) pack_group<4, 0u>(reinterpret_cast<const BlockQ4_0*>(blocks), scales, q, pg.stride);
-  else pack_group<8, 0x80808080u>(reinterpret_cast<const BlockQ8_0*>(blocks), scales, q, pg.stride);
+  if (t == DType::Q4_0) pack_group<4, 0u>(reinterpret_cast<const BlockQ4_0*>(blocks), pg.scales, pg.q, pg.stride);
+  else pack_group<8, 0x80808080u>(reinterpret_cast<const BlockQ8_0*>(blocks), pg.scales, pg.q, pg.stride);
 }
 
 // Value j (0..31) of block i in a packed group, as the integer quant (signed).

@@ -41,17 +41,22 @@ inline bool packable(DType t) { return t == DType::Q4_0 || t == DType::Q8_0; }
 inline int64_t packed_groups(int64_t n_values) { return n_values / kGroupValues; }
 inline int64_t packed_group_bytes(DType t) { return t == DType::Q4_0 ? 144 : 272; }
 
-// Where group g of a packed row keeps its scales and its quant vector m.
-struct PackedGroup {
-  const uint8_t* scales;  // 8 f16
-  const uint8_t* q;       // vector 0
-  int64_t stride;         // bytes from vector m to m + 1
-  const uint8_t* vector(int m) const { return q + m * stride; }
+// Where group g of a packed row keeps its scales and its quant vector m (Byte: uint8_t to
+// write the row, const uint8_t to read it).
+template <class Byte>
+struct PackedGroupIn {
+  Byte* scales;    // 8 f16
+  Byte* q;         // vector 0
+  int64_t stride;  // bytes from vector m to m + 1
+  Byte* vector(int m) const { return q + m * stride; }
 };
-inline PackedGroup packed_group(DType t, const uint8_t* row, int64_t groups, int64_t g) {
+using PackedGroup = PackedGroupIn<const uint8_t>;
+
+template <class Byte>
+PackedGroupIn<Byte> packed_group(DType t, Byte* row, int64_t groups, int64_t g) {
   const int64_t gb = packed_group_bytes(t);
   if (g + 1 == groups && groups % 2 == 1) return {row + g * gb, row + g * gb + 16, 32};  // the odd last group
-  const uint8_t* pair = row + (g & ~int64_t{1}) * gb;
+  Byte* pair = row + (g & ~int64_t{1}) * gb;
   const int64_t half = g & 1;
   return {pair + 16 * half, pair + 32 + 32 * half, 64};
 }

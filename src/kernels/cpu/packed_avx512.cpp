@@ -90,6 +90,32 @@ SY_VNNI __attribute__((always_inline)) inline __m256 group_dot(const __m256i w[8
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_loadu_ps(xd)), acc);
 }
 
+// Prefetches every cache line of a group pair 8 KiB ahead of `pair`: rows are streamed
+// once, and this machine's hardware prefetchers alone stream them at a third of the read
+// bandwidth. One token, single thread (BM_Matmul/2/1/1 over BM_StreamRead/1, same
+// process): 4 KiB ahead 0.56-0.76 of the read rate, 8 KiB 0.76-1.01, 12-24 KiB no better.
+template <DType T>
+SY_VNNI __attribute__((always_inline)) inline void prefetch_pair_ahead(const uint8_t* pair) {
+  const int64_t bytes = 2 * packed_group_bytes(T);
+#pragma GCC unroll 9
+  for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(pair + 8192 + off), _MM_HINT_T0);
+}
+
+// Token t's per-block terms for the group pair starting at block b: the quant sums times
+// the weights' offset (bias) and the activation scales (xd).
+template <DType T>
+SY_VNNI __attribute__((always_inline)) inline void pair_token_terms(const PackedActivations& x, int64_t t, int64_t b,
+                                                                    __m512i& bias, __m512& xd) {
+  bias = _mm512_slli_epi32(_mm512_loadu_si512(x.sum(t) + b), bias_shift(T));
+  xd = _mm512_loadu_ps(x.d(t) + b);
+}
+
+// acc[i] += (d_w[i] * d_x[i]) * (sum[i] - bias[i]) for the 16 blocks of a group pair.
+SY_VNNI __attribute__((always_inline)) inline __m512 scale_add(__m512i sum, __m512i bias, __m512 dw, __m512 xd,
+                                                               __m512 acc) {
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum, bias)), _mm512_mul_ps(dw, xd), acc);
+}
+
 // The sums of four vectors, each bit for bit what _mm512_reduce_add_ps gives (the same
 // additions in the same tree: halves, then quarters, then lanes j and j ^ 2, then 0 and 1),
 // so a token's result does not depend on which path or batch computed it; transposed
@@ -163,12 +189,7 @@ SY_VNNI void rows_dot(const uint8_t* const* row, int64_t cols, const PackedActiv
 #pragma GCC unroll 2
     for (int i = 0; i < NR; ++i) {
       const uint8_t* grp = row[i] + g * gb;
-      // Prefetch every cache line of the pair 8 KiB ahead: rows are streamed once, and this
-      // machine's hardware prefetchers alone stream them at a third of the read bandwidth.
-      // One token, single thread (BM_Matmul/2/1/1 over BM_StreamRead/1, same process):
-      // 4 KiB ahead 0.56-0.76 of the read rate, 8 KiB 0.76-1.01, 12-24 KiB no better.
-#pragma GCC unroll 9
-      for (int64_t off = 0; off < 2 * gb; off += 64) _mm_prefetch(reinterpret_cast<const char*>(grp + 8192 + off), _MM_HINT_T0);
+      prefetch_pair_ahead<T>(grp);
       load_pair<T>(grp, wq[i]);
       dw[i] = pair_scales(grp);
     }
@@ -194,23 +215,24 @@ SY_VNNI void rows_dot(const uint8_t* const* row, int64_t cols, const PackedActiv
     const int64_t b = g * kGroupBlocks;
 #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) {
-      const __m512i bias = _mm512_slli_epi32(_mm512_loadu_si512(x.sum(t0 + t) + b), bias_shift(T));
-      const __m512 xd = _mm512_loadu_ps(x.d(t0 + t) + b);
+      __m512i bias;
+      __m512 xd;
+      pair_token_terms<T>(x, t0 + t, b, bias, xd);
 #pragma GCC unroll 2
       for (int i = 0; i < NR; ++i) {
         const __m512i sum = C == 2 ? _mm512_add_epi32(a[i][t][0], a[i][t][C - 1]) : a[i][t][0];
-        acc[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum, bias)), _mm512_mul_ps(dw[i], xd), acc[i][t]);
+        acc[i][t] = scale_add(sum, bias, dw[i], xd, acc[i][t]);
       }
     }
   }
 #pragma GCC unroll 2
   for (int i = 0; i < NR; ++i) {
     alignas(16) float v[NT];
-    int t = 0;
+    int u = 0;
 #pragma GCC unroll 2
-    for (; t + 4 <= NT; t += 4) _mm_store_ps(v + t, reduce_add4(acc[i][t], acc[i][t + 1], acc[i][t + 2], acc[i][t + 3]));
+    for (; u + 4 <= NT; u += 4) _mm_store_ps(v + u, reduce_add4(acc[i][u], acc[i][u + 1], acc[i][u + 2], acc[i][u + 3]));
 #pragma GCC unroll 4
-    for (; t < NT; ++t) v[t] = _mm512_reduce_add_ps(acc[i][t]);
+    for (; u < NT; ++u) v[u] = _mm512_reduce_add_ps(acc[i][u]);
     add_rest<T, NT>(row[i], cols, g, x, t0, v);
     for (int t = 0; t < NT; ++t) out[i][(t0 + t) * ldy] = v[t];
   }
@@ -240,11 +262,8 @@ SY_VNNI void rows_dot_wide(const uint8_t* row, size_t row_bytes, int64_t cols, c
 #pragma GCC unroll 4
     for (int i = 0; i < NR; ++i) {
       grp[i] = row + i * row_bytes + g * gb;
-      // Only the first token tile of a row block reads the rows from memory (see rows_dot).
-      if (prefetch) {
-#pragma GCC unroll 9
-        for (int64_t off = 0; off < 2 * gb; off += 64) _mm_prefetch(reinterpret_cast<const char*>(grp[i] + 8192 + off), _MM_HINT_T0);
-      }
+      // Only the first token tile of a row block reads the rows from memory.
+      if (prefetch) prefetch_pair_ahead<T>(grp[i]);
       dw[i] = pair_scales(grp[i]);
     }
     __m512i a[NR][NT];
@@ -291,11 +310,11 @@ SY_VNNI void rows_dot_wide(const uint8_t* row, size_t row_bytes, int64_t cols, c
     const int64_t b = g * kGroupBlocks;
 #pragma GCC unroll 4
     for (int t = 0; t < NT; ++t) {
-      const __m512i bias = _mm512_slli_epi32(_mm512_loadu_si512(x.sum(t0 + t) + b), bias_shift(T));
-      const __m512 xd = _mm512_loadu_ps(x.d(t0 + t) + b);
+      __m512i bias;
+      __m512 xd;
+      pair_token_terms<T>(x, t0 + t, b, bias, xd);
 #pragma GCC unroll 4
-      for (int i = 0; i < NR; ++i)
-        acc[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(a[i][t], bias)), _mm512_mul_ps(dw[i], xd), acc[i][t]);
+      for (int i = 0; i < NR; ++i) acc[i][t] = scale_add(a[i][t], bias, dw[i], xd, acc[i][t]);
     }
   }
   float v[NT][NR];
@@ -355,21 +374,18 @@ SY_VNNI void tile(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_
 SY_VNNI void matrix_wide_q4_0(const uint8_t* w, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
                               const PackedActivations& x, int64_t t0, int64_t t1, float* y, int64_t ldy) {
   constexpr DType T = DType::Q4_0;
+  // NR rows from row r over the token rows, two at a time.
+  auto rows_from = [&]<int NR>(int64_t r) {
+    const uint8_t* row = w + r * row_bytes;
+    int64_t t = t0;
+    for (; t + 2 <= t1; t += 2) rows_dot_wide<T, NR, 2>(row, row_bytes, cols, x, t, y + r, ldy, t == 0);
+    if (t < t1) rows_dot_wide<T, NR, 1>(row, row_bytes, cols, x, t, y + r, ldy, t == 0);
+  };
   for (int64_t rb = r0; rb < r1; rb += 16) {
     const int64_t re = std::min(r1, rb + 16);
     int64_t r = rb;
-    for (; r + 4 <= re; r += 4) {
-      const uint8_t* row = w + r * row_bytes;
-      int64_t t = t0;
-      for (; t + 2 <= t1; t += 2) rows_dot_wide<T, 4, 2>(row, row_bytes, cols, x, t, y + r, ldy, t == 0);
-      if (t < t1) rows_dot_wide<T, 4, 1>(row, row_bytes, cols, x, t, y + r, ldy, t == 0);
-    }
-    for (; r < re; ++r) {
-      const uint8_t* row = w + r * row_bytes;
-      int64_t t = t0;
-      for (; t + 2 <= t1; t += 2) rows_dot_wide<T, 1, 2>(row, row_bytes, cols, x, t, y + r, ldy, t == 0);
-      if (t < t1) rows_dot_wide<T, 1, 1>(row, row_bytes, cols, x, t, y + r, ldy, t == 0);
-    }
+    for (; r + 4 <= re; r += 4) rows_from.template operator()<4>(r);
+    for (; r < re; ++r) rows_from.template operator()<1>(r);
   }
 }
 
