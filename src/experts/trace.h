@@ -62,6 +62,7 @@ class TraceWriter : public RoutingObserver {
 
   void on_routing(int layer, const Routing& routing, const DispatchPlan& plan) override;
   void on_step_end() override;
+  bool needs_every_token() const override { return true; }  // every layer's counts sum to tokens x top_k
   // Finalizes the file (step count and checksum in the header, or the JSON trailer line).
   // Throws sy::Error on a write failure; the destructor closes too but swallows errors.
   void close();

@@ -49,9 +49,10 @@ void Forward::norm_rows(const float* x, const std::vector<float>& weight, int64_
   pool_.parallel_for(n, [&](int64_t t, int) { cpu::rms_norm(x + t * d, weight.data(), d, hp_.rms_eps, y + t * d); });
 }
 
-void Forward::attention_block(int il, const Batch& b, KvCache& cache) {
+int64_t Forward::attention_block(int il, const Batch& b, KvCache& cache, bool logit_rows_only) {
   const LayerWeights& L = model_.weights().layers[il];
-  const int64_t n = b.size(), d = hp_.n_embd;
+  const int64_t d = hp_.n_embd;
+  int64_t n = b.size();
   const int64_t qd = hp_.q_dim(), kd = hp_.k_dim(), vd = hp_.v_dim();
   const int64_t od = int64_t{hp_.n_head} * hp_.head_dim_v;
 
@@ -81,6 +82,15 @@ void Forward::attention_block(int il, const Batch& b, KvCache& cache) {
     cache.store(il, b.seq[t], b.positions[t], k, &v_[t * vd]);
   });
 
+  const int32_t* seq = b.seq.data();
+  const int32_t* pos = b.positions.data();
+  if (logit_rows_only) {
+    n = keep_logit_rows(b, qd);
+    if (n == 0) return 0;  // a prompt chunk without its last token: only the K/V writes count
+    seq = kept_seq_.data();
+    pos = kept_pos_.data();
+  }
+
   // One attention job over every run of consecutive tokens of one sequence.
   const cpu::AttentionShape shape{hp_.n_head, hp_.n_head_kv, hp_.head_dim_k, hp_.head_dim_v,
                                   1.0f / std::sqrt(static_cast<float>(hp_.head_dim_k))};
@@ -88,18 +98,36 @@ void Forward::attention_block(int il, const Batch& b, KvCache& cache) {
   attn_runs_.clear();
   for (int64_t t0 = 0; t0 < n;) {
     int64_t t1 = t0 + 1;
-    while (t1 < n && b.seq[t1] == b.seq[t0]) ++t1;
+    while (t1 < n && seq[t1] == seq[t0]) ++t1;
     attn_runs_.push_back({t0, t1 - t0, {}});
     t0 = t1;
   }
   if (kv_blocks_.size() < attn_runs_.size()) kv_blocks_.resize(attn_runs_.size());
-  for (size_t r = 0; r < attn_runs_.size(); ++r) attn_runs_[r].kv = cache.view(il, b.seq[attn_runs_[r].t0], kv_blocks_[r]);
-  backend_.attention(q_.data(), qd, b.positions.data(), attn_runs_, shape, attn_.data(), od);
+  for (size_t r = 0; r < attn_runs_.size(); ++r) attn_runs_[r].kv = cache.view(il, seq[attn_runs_[r].t0], kv_blocks_[r]);
+  backend_.attention(q_.data(), qd, pos, attn_runs_, shape, attn_.data(), od);
   profile_.attention_core += now_seconds() - core0;
 
   backend_.matmul(L.wo, {attn_.data(), n, od}, {proj_.data(), d});
   add_bias(proj_.data(), n, d, L.bo);
   add_into(x_.data(), proj_.data(), n * d);
+  return n;
+}
+
+int64_t Forward::keep_logit_rows(const Batch& b, int64_t qd) {
+  const int64_t d = hp_.n_embd;
+  kept_seq_.clear();
+  kept_pos_.clear();
+  for (int64_t t = 0; t < b.size(); ++t) {
+    if (!b.want_logits[t]) continue;
+    const auto m = static_cast<int64_t>(kept_seq_.size());
+    if (m != t) {
+      std::memcpy(&q_[m * qd], &q_[t * qd], sizeof(float) * qd);
+      std::memcpy(&x_[m * d], &x_[t * d], sizeof(float) * d);
+    }
+    kept_seq_.push_back(b.seq[t]);
+    kept_pos_.push_back(b.positions[t]);
+  }
+  return static_cast<int64_t>(kept_seq_.size());
 }
 
 void Forward::ffn_block(int il, int64_t n) {
@@ -165,19 +193,30 @@ void Forward::run(const Batch& b, KvCache& cache, std::vector<float>& logits) {
   const WeightMatrix& emb = model_.weights().token_embd;
   for (int64_t t = 0; t < n; ++t) cpu::weight_row_to_f32(emb, b.tokens[t], &x_[t * d]);
 
+  // Past the last layer's K/V writes, only the rows that want logits feed anything: the
+  // last layer's attention output and FFN skip the others (as llama.cpp does), unless an
+  // observer needs every layer to route every token. Expert-parallel ranks meet in every
+  // MoE layer, so there a rank keeps at least one row.
+  int64_t n_want = 0;
+  for (uint8_t w : b.want_logits) n_want += w;
+  const bool prune = n_want < n && !(moe_opt_.observer && moe_opt_.observer->needs_every_token()) &&
+                     (n_want > 0 || moe_opt_.comm == nullptr);
+
+  int64_t rows = n;
   for (int il = 0; il < hp_.n_layer; ++il) {
     const double t0 = now_seconds();
-    attention_block(il, b, cache);
+    rows = attention_block(il, b, cache, prune && il == hp_.n_layer - 1);
     const double t1 = now_seconds();
-    ffn_block(il, n);
+    if (rows > 0) ffn_block(il, rows);
     profile_.attention += t1 - t0;
   }
   const double t_out = now_seconds();
 
-  // Final norm and the output head only for the rows that want logits.
+  // Final norm and the output head only for the rows that want logits (already the first
+  // n_want rows when the last layer pruned the others).
   int64_t n_out = 0;
-  for (int64_t t = 0; t < n; ++t) {
-    if (b.want_logits[t]) cpu::rms_norm(&x_[t * d], model_.weights().output_norm.data(), d, hp_.rms_eps, &h_[n_out++ * d]);
+  for (int64_t t = 0; t < rows; ++t) {
+    if (prune || b.want_logits[t]) cpu::rms_norm(&x_[t * d], model_.weights().output_norm.data(), d, hp_.rms_eps, &h_[n_out++ * d]);
   }
   logits.resize(static_cast<size_t>(n_out * hp_.n_vocab));
   backend_.matmul(model_.weights().output, {h_.data(), n_out, d}, {logits.data(), hp_.n_vocab});

@@ -49,7 +49,11 @@ class Forward {
  private:
   // y = rms_norm(x) * weight for n rows of n_embd values, rows across the threads.
   void norm_rows(const float* x, const std::vector<float>& weight, int64_t n, float* y);
-  void attention_block(int il, const Batch& b, KvCache& cache);
+  // Norms, projections, the cache write and attention of layer il; adds the attention
+  // output to x_. With logit_rows_only, the rows that want no logits stop after their K/V
+  // write and the others are compacted to the front of q_ and x_. Returns the rows kept.
+  int64_t attention_block(int il, const Batch& b, KvCache& cache, bool logit_rows_only);
+  int64_t keep_logit_rows(const Batch& b, int64_t qd);
   void ffn_block(int il, int64_t n);
 
   const Model& model_;
@@ -60,6 +64,7 @@ class Forward {
   RouterRules router_rules_;
 
   std::vector<float> x_, h_, q_, k_, v_, attn_, proj_, ffn_out_, shared_out_, shared_gate_;
+  std::vector<int32_t> kept_seq_, kept_pos_;  // the last layer's rows that want logits
   std::vector<cpu::AttentionRun> attn_runs_;
   std::vector<std::vector<const void*>> kv_blocks_;  // per run: its block table as pointers
   std::vector<NextLayerHint> next_;  // layers whose experts this layer prefetches

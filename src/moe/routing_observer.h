@@ -14,6 +14,9 @@ class RoutingObserver {
   virtual void on_routing(int layer, const Routing& routing, const DispatchPlan& plan) = 0;
   // Called once at the end of each forward step.
   virtual void on_step_end() {}
+  // True when every layer must route every token of the step (a trace whose layers all
+  // count the same tokens); false lets the last layer skip tokens whose logits nobody wants.
+  virtual bool needs_every_token() const { return false; }
 };
 
 }  // namespace sy

@@ -51,19 +51,31 @@ std::string split_text(const StepProfile& p) {
          ", dense FFN " + ms("dense_ffn_and_shared") + ", output " + ms("output");
 }
 
-// Multiply-adds per token of one forward pass, excluding attention over the cache.
-double flops_per_token(const Model& m) {
+// Multiply-adds of one token in layer il, excluding attention over the cache; `kv_only`:
+// just the K and V projections (a pruned row of the last layer).
+double layer_macs(const HParams& h, int il, bool kv_only) {
+  const double kv = static_cast<double>(h.n_embd) * (h.k_dim() + h.v_dim());
+  if (kv_only) return kv;
+  double macs = kv + static_cast<double>(h.n_embd) * (h.q_dim() + int64_t{h.n_head} * h.head_dim_v);
+  if (h.layer_is_moe(il)) {
+    macs += static_cast<double>(h.n_embd) * h.n_expert;
+    macs += 3.0 * h.n_embd * h.n_ff_exp * h.n_expert_used;
+    if (h.rules->shared_expert) macs += 3.0 * h.n_embd * h.n_ff_shexp;
+  } else {
+    macs += 3.0 * h.n_embd * h.n_ff;
+  }
+  return macs;
+}
+
+// Floating-point operations of a prompt of n tokens whose last token alone wants logits:
+// every layer for every token, except that the last layer stops the other tokens after
+// their K/V projections, and the output head runs once (what Forward computes).
+double prefill_flops(const Model& m, int64_t n) {
   const HParams& h = m.hparams();
   double macs = static_cast<double>(h.n_embd) * h.n_vocab;
   for (int il = 0; il < h.n_layer; ++il) {
-    macs += static_cast<double>(h.n_embd) * (h.q_dim() + h.k_dim() + h.v_dim() + int64_t{h.n_head} * h.head_dim_v);
-    if (h.layer_is_moe(il)) {
-      macs += static_cast<double>(h.n_embd) * h.n_expert;
-      macs += 3.0 * h.n_embd * h.n_ff_exp * h.n_expert_used;
-      if (h.rules->shared_expert) macs += 3.0 * h.n_embd * h.n_ff_shexp;
-    } else {
-      macs += 3.0 * h.n_embd * h.n_ff;
-    }
+    const bool last = il == h.n_layer - 1;
+    macs += layer_macs(h, il, false) * (last ? 1 : n) + (last ? layer_macs(h, il, true) * (n - 1) : 0.0);
   }
   return 2.0 * macs;
 }
@@ -175,7 +187,6 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
         ", prefetch " + std::to_string(model.prefetch_layers()) + " layer(s) ahead");
   }
 
-  const double flops_tok = flops_per_token(model);
   const size_t dense_bytes = model.dense_weight_bytes();
   out["dense_weight_bytes_per_step"] = dense_bytes;
   // The VM's bandwidth drifts by up to 2x within a minute, so a probe taken once before
@@ -202,8 +213,8 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
     f.run(b, cache, logits);
     const double s = seconds_since(t0);
     out["prefill"] = {{"tokens", opt.prompt}, {"seconds", s}, {"tokens_per_s", opt.prompt / s},
-                      {"gflops", flops_tok * opt.prompt / s / 1e9}, {"time_split_ms", split_json(f.profile())}};
-    log("  prefill: " + std::to_string(opt.prompt / s) + " tokens/s, " + std::to_string(flops_tok * opt.prompt / s / 1e9) +
+                      {"gflops", prefill_flops(model, opt.prompt) / s / 1e9}, {"time_split_ms", split_json(f.profile())}};
+    log("  prefill: " + std::to_string(opt.prompt / s) + " tokens/s, " + std::to_string(prefill_flops(model, opt.prompt) / s / 1e9) +
         " GFLOP/s; " + split_text(f.profile()));
   }
 

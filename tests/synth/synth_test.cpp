@@ -236,7 +236,8 @@ TEST(SynthPresets, UnknownPresetListsTheOthers) {
 std::vector<int> expert_loads(const Model& m, const std::vector<int32_t>& tokens) {
   ThreadPool pool(2);
   Session s(m, pool, static_cast<int64_t>(tokens.size()));
-  s.eval(tokens, false, static_cast<int64_t>(tokens.size()));
+  // Every row wants logits, so the last layer routes every token (it skips the others).
+  s.eval(tokens, /*all_logits=*/true, static_cast<int64_t>(tokens.size()));
   const Routing& r = s.forward().moe_layer().last_routing();
   EXPECT_EQ(r.n_tokens, static_cast<int64_t>(tokens.size()));
   std::vector<int> load(m.hparams().n_expert, 0);
