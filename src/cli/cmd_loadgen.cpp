@@ -63,7 +63,7 @@ void add_loadgen(CLI::App& app) {
   struct Args {
     std::string url = "http://127.0.0.1:8080", rates, concurrency, prompt_len = "32:256", gen_len = "32:128",
                 out, model, api_key;
-    int requests = 100;
+    int requests = 100, rounds = 1;
     uint64_t seed = 1;
     bool json = false, baseline = false, quiet = false;
     double timeout = 600;
@@ -86,6 +86,12 @@ void add_loadgen(CLI::App& app) {
                 "Closed-loop run(s) instead: K clients back to back, comma-separated");
   c->add_flag("--baseline", a->baseline,
               "First run the same requests one at a time (the baseline for the ratios)");
+  c->add_option("--rounds", a->rounds,
+                "Repeat the baseline and every run this many times, interleaved; the ratios to the "
+                "baseline are then taken per round and summarized by their median (the bandwidth of a "
+                "shared machine drifts from minute to minute)")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   c->add_option("-n,--requests", a->requests, "Requests per run")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
@@ -121,6 +127,7 @@ void add_loadgen(CLI::App& app) {
       throw Error("loadgen: give --rate, --concurrency or --baseline");
     cfg.baseline = a->baseline;
     cfg.requests = a->requests;
+    cfg.rounds = a->rounds;
     parse_range(a->prompt_len, "--prompt-len", cfg.prompt_min, cfg.prompt_max);
     parse_range(a->gen_len, "--gen-len", cfg.gen_min, cfg.gen_max);
     cfg.seed = a->seed;

@@ -1,6 +1,7 @@
 #include "server/loadgen.h"
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -128,6 +129,7 @@ Summary summarize(std::vector<double> v) {
 
 Loadgen::Loadgen(LoadgenConfig cfg) : cfg_(std::move(cfg)) {
   if (cfg_.requests < 1) throw Error("--requests must be at least 1");
+  if (cfg_.rounds < 1) throw Error("--rounds must be at least 1");
   if (cfg_.prompt_min < 1 || cfg_.prompt_max < cfg_.prompt_min)
     throw Error("--prompt-len: expected MIN:MAX with 1 <= MIN <= MAX");
   if (cfg_.gen_min < 1 || cfg_.gen_max < cfg_.gen_min)
@@ -230,30 +232,60 @@ RunReport Loadgen::run(const std::string& label, double rate, int concurrency) {
 
 std::vector<RunReport> Loadgen::run_all() {
   std::vector<RunReport> runs;
-  if (cfg_.baseline) runs.push_back(run("baseline", 0, 1));
-  for (int c : cfg_.concurrency) runs.push_back(run("concurrency " + std::to_string(c), 0, c));
-  for (double r : cfg_.rates)
-    runs.push_back(run(std::isfinite(r) ? "rate " + fmt("%g", r) : "rate inf", r, 0));
+  for (int round = 0; round < cfg_.rounds; ++round) {
+    const std::string prefix = cfg_.rounds > 1 ? "r" + std::to_string(round + 1) + " " : "";
+    auto add = [&](const std::string& label, double rate, int concurrency) {
+      runs.push_back(run(prefix + label, rate, concurrency));
+      runs.back().round = round;
+    };
+    if (cfg_.baseline) add("baseline", 0, 1);
+    for (int c : cfg_.concurrency) add("concurrency " + std::to_string(c), 0, c);
+    for (double r : cfg_.rates) add(std::isfinite(r) ? "rate " + fmt("%g", r) : "rate inf", r, 0);
+  }
   return runs;
 }
 
 namespace {
 
-// Output tokens/s of the baseline run (one request at a time), 0 when there is none.
-double baseline_throughput(const std::vector<RunReport>& runs) {
+std::string without_round(const std::string& label) {
+  return label.size() > 1 && label[0] == 'r' && std::isdigit(static_cast<unsigned char>(label[1]))
+             ? label.substr(label.find(' ') + 1)
+             : label;
+}
+
+// Output tokens/s of the baseline run (one request at a time) of `round`, 0 when there is none.
+double baseline_throughput(const std::vector<RunReport>& runs, int round) {
   for (const auto& r : runs) {
-    if (r.label == "baseline") return r.output_tokens_per_s;
+    if (r.round == round && without_round(r.label) == "baseline") return r.output_tokens_per_s;
   }
   return 0;
 }
 
 }  // namespace
 
+std::vector<Loadgen::RatioSummary> Loadgen::ratios_to_baseline(const std::vector<RunReport>& runs) {
+  std::vector<RatioSummary> out;
+  for (const auto& r : runs) {
+    const std::string label = without_round(r.label);
+    const double base = baseline_throughput(runs, r.round);
+    if (label == "baseline" || base <= 0) continue;
+    auto it = std::find_if(out.begin(), out.end(), [&](const RatioSummary& s) { return s.label == label; });
+    if (it == out.end()) it = out.insert(out.end(), RatioSummary{label, {}, 0, 0, 0});
+    it->ratios.push_back(r.output_tokens_per_s / base);
+  }
+  for (auto& s : out) {
+    const Summary q = summarize(s.ratios);
+    s.median = q.p50;
+    s.min = *std::min_element(s.ratios.begin(), s.ratios.end());
+    s.max = *std::max_element(s.ratios.begin(), s.ratios.end());
+  }
+  return out;
+}
+
 std::string Loadgen::table(const std::vector<RunReport>& runs) {
   std::string out;
   char line[400];
-  const double base = baseline_throughput(runs);
-  std::snprintf(line, sizeof(line), "%-16s %6s %6s %9s %10s %7s   %-22s %-22s %-22s\n", "run", "ok", "fail",
+  std::snprintf(line, sizeof(line), "%-20s %6s %6s %9s %10s %7s   %-22s %-22s %-22s\n", "run", "ok", "fail",
                 "req/s", "out tok/s", "x base", "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms",
                 "E2E p50/p90/p99 s");
   out += line;
@@ -264,24 +296,38 @@ std::string Loadgen::table(const std::vector<RunReport>& runs) {
         fmt("%.1f", r.tpot_ms.p50) + "/" + fmt("%.1f", r.tpot_ms.p90) + "/" + fmt("%.1f", r.tpot_ms.p99);
     const std::string e2e =
         fmt("%.2f", r.e2e_s.p50) + "/" + fmt("%.2f", r.e2e_s.p90) + "/" + fmt("%.2f", r.e2e_s.p99);
+    const double base = baseline_throughput(runs, r.round);
     const std::string ratio = base > 0 ? fmt("%.2f", r.output_tokens_per_s / base) : "-";
-    std::snprintf(line, sizeof(line), "%-16s %6d %6d %9.2f %10.1f %7s   %-22s %-22s %-22s\n", r.label.c_str(),
+    std::snprintf(line, sizeof(line), "%-20s %6d %6d %9.2f %10.1f %7s   %-22s %-22s %-22s\n", r.label.c_str(),
                   r.completed, r.failed, r.requests_per_s, r.output_tokens_per_s, ratio.c_str(), ttft.c_str(),
                   tpot.c_str(), e2e.c_str());
     out += line;
     if (!r.first_error.empty()) out += "  first error: " + r.first_error + "\n";
   }
+  const auto ratios = ratios_to_baseline(runs);
+  if (!ratios.empty() && ratios.front().ratios.size() > 1) {
+    out += "x base over " + std::to_string(ratios.front().ratios.size()) +
+           " rounds (each against its own round's baseline):\n";
+    for (const auto& q : ratios) {
+      out += "  " + q.label + ": median " + fmt("%.2f", q.median) + ", range " + fmt("%.2f", q.min) + "-" +
+             fmt("%.2f", q.max) + "\n";
+    }
+  }
   return out;
 }
 
 json Loadgen::report_json(const std::vector<RunReport>& runs) const {
+  nlohmann::json ratios = nlohmann::json::object();
+  for (const auto& q : ratios_to_baseline(runs))
+    ratios[q.label] = {{"median", q.median}, {"min", q.min}, {"max", q.max}, {"per_round", q.ratios}};
   auto sum = [](const Summary& s) {
     return nlohmann::json{{"p50", s.p50}, {"p90", s.p90}, {"p99", s.p99}, {"mean", s.mean}};
   };
   nlohmann::json arr = nlohmann::json::array();
-  const double base = baseline_throughput(runs);
   for (const auto& r : runs) {
+    const double base = baseline_throughput(runs, r.round);
     nlohmann::json j = {{"label", r.label},
+                        {"round", r.round + 1},
                         {"rate", std::isfinite(r.rate) ? nlohmann::json(r.rate) : nlohmann::json("inf")},
                         {"concurrency", r.concurrency},
                         {"requests", r.requests},
@@ -305,7 +351,9 @@ json Loadgen::report_json(const std::vector<RunReport>& runs) const {
           {"prompt_len", {cfg_.prompt_min, cfg_.prompt_max}},
           {"gen_len", {cfg_.gen_min, cfg_.gen_max}},
           {"seed", cfg_.seed},
-          {"runs", arr}};
+          {"rounds", cfg_.rounds},
+          {"runs", arr},
+          {"vs_baseline", ratios}};
 }
 
 }  // namespace sy

@@ -21,6 +21,10 @@ struct LoadgenConfig {
   std::vector<int>
       concurrency;        // closed-loop runs: K clients, each sends its next request when the last ends
   bool baseline = false;  // first, the same requests one at a time
+  // Repeats of the whole sequence (baseline, concurrency levels, rates), interleaved so
+  // that each round's ratios against its own baseline are taken minutes apart at most:
+  // on a shared machine the bandwidth drifts between runs.
+  int rounds = 1;
   int requests = 100;
   int prompt_min = 32, prompt_max = 256;
   int gen_min = 32, gen_max = 128;
@@ -41,6 +45,7 @@ struct Summary {
 
 struct RunReport {
   std::string label;
+  int round = 0;        // 0-based; the label carries it when there are several rounds
   double rate = 0;      // requests/s offered (0: closed loop)
   int concurrency = 0;  // closed loop clients (0: open loop)
   int requests = 0, completed = 0, failed = 0;
@@ -62,6 +67,15 @@ class Loadgen {
   // Runs the baseline (if asked), then every concurrency level and rate.
   std::vector<RunReport> run_all();
   RunReport run(const std::string& label, double rate, int concurrency);
+
+  // Output tokens/s of each run over its round's baseline: median, min and max per run
+  // (label without the round), in first-seen order. Empty without a baseline.
+  struct RatioSummary {
+    std::string label;
+    std::vector<double> ratios;  // one per round
+    double median = 0, min = 0, max = 0;
+  };
+  static std::vector<RatioSummary> ratios_to_baseline(const std::vector<RunReport>& runs);
 
   const std::string& model() const { return model_; }
   static std::string table(const std::vector<RunReport>& runs);

@@ -1,0 +1,159 @@
+// The load generator: its Poisson workload, its percentiles, and full runs (baseline,
+// closed loop, open loop, several rounds) against the real server on a loopback port.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "base/error.h"
+#include "server/loadgen.h"
+#include "server_fixture.h"
+
+namespace sy {
+namespace {
+
+LoadgenConfig workload_config() {
+  LoadgenConfig c;
+  c.requests = 4000;
+  c.prompt_min = 5;
+  c.prompt_max = 9;
+  c.gen_min = 2;
+  c.gen_max = 4;
+  c.seed = 7;
+  return c;
+}
+
+TEST(LoadgenWorkload, LengthsInRangeAndPoissonArrivals) {
+  const LoadgenConfig c = workload_config();
+  const double rate = 4.0;
+  const auto items = make_workload(c, 1000, rate);
+  ASSERT_EQ(items.size(), 4000u);
+  std::vector<int> seen_prompt(10, 0), seen_gen(5, 0);
+  double prev = 0, sum_gap = 0, sum_gap2 = 0;
+  for (const auto& w : items) {
+    ASSERT_GE(w.prompt.size(), 5u);
+    ASSERT_LE(w.prompt.size(), 9u);
+    ASSERT_GE(w.gen_len, 2);
+    ASSERT_LE(w.gen_len, 4);
+    seen_prompt[w.prompt.size()]++;
+    seen_gen[w.gen_len]++;
+    for (int32_t t : w.prompt) ASSERT_TRUE(t >= 0 && t < 1000);
+    const double gap = w.arrival - prev;
+    ASSERT_GE(gap, 0.0);
+    sum_gap += gap;
+    sum_gap2 += gap * gap;
+    prev = w.arrival;
+  }
+  for (int l = 5; l <= 9; ++l) EXPECT_GT(seen_prompt[l], 600) << "prompt length " << l;  // uniform: ~800 each
+  for (int l = 2; l <= 4; ++l) EXPECT_GT(seen_gen[l], 1100) << "generation length " << l;  // ~1333 each
+  // Exponential gaps of mean 1/rate: mean and standard deviation both 0.25 (within ~5%).
+  const double mean = sum_gap / items.size(), sd = std::sqrt(sum_gap2 / items.size() - mean * mean);
+  EXPECT_NEAR(mean, 1 / rate, 0.0125);
+  EXPECT_NEAR(sd, 1 / rate, 0.02);
+}
+
+TEST(LoadgenWorkload, SameSeedSamePromptsWhateverTheRate) {
+  const LoadgenConfig c = workload_config();
+  const auto slow = make_workload(c, 1000, 0.5), burst = make_workload(c, 1000, INFINITY);
+  for (size_t i = 0; i < slow.size(); ++i) {
+    ASSERT_EQ(slow[i].prompt, burst[i].prompt);
+    ASSERT_EQ(slow[i].gen_len, burst[i].gen_len);
+    ASSERT_EQ(burst[i].arrival, 0.0);  // all at once
+  }
+  LoadgenConfig other = c;
+  other.seed = 8;
+  EXPECT_NE(make_workload(other, 1000, 0.5)[0].prompt, slow[0].prompt);
+}
+
+TEST(LoadgenSummary, PercentilesInterpolateLikeNumpy) {
+  std::vector<double> v(10);
+  std::iota(v.begin(), v.end(), 1.0);  // 1..10, shuffled order must not matter
+  std::swap(v[0], v[9]);
+  const Summary s = summarize(v);
+  EXPECT_DOUBLE_EQ(s.p50, 5.5);
+  EXPECT_DOUBLE_EQ(s.p90, 9.1);
+  EXPECT_DOUBLE_EQ(s.p99, 9.91);
+  EXPECT_DOUBLE_EQ(s.mean, 5.5);
+  EXPECT_EQ(summarize({}).p99, 0.0);
+}
+
+TEST(Loadgen, RoundsOfBaselineClosedAndOpenLoopAgainstTheServer) {
+  EngineConfig ec;
+  ec.parallel = 4;
+  ec.ctx_size = 64;
+  test::TestServer srv(ec);
+  LoadgenConfig c;
+  c.endpoint = srv.endpoint();
+  c.baseline = true;
+  c.concurrency = {3};
+  c.rates = {INFINITY};
+  c.requests = 5;
+  c.prompt_min = 3;
+  c.prompt_max = 8;
+  c.gen_min = 2;
+  c.gen_max = 5;
+  c.rounds = 2;
+  c.progress = false;
+  Loadgen lg(c);
+  EXPECT_EQ(lg.model(), "tiny");
+  const auto runs = lg.run_all();
+  ASSERT_EQ(runs.size(), 6u);  // 2 rounds x (baseline, concurrency 3, rate inf)
+
+  int64_t want_tokens = 0;
+  for (const auto& w : make_workload(c, static_cast<int32_t>(test::tiny_model().hparams().n_vocab), 0)) want_tokens += w.gen_len;
+  for (const auto& r : runs) {
+    SCOPED_TRACE(r.label);
+    EXPECT_EQ(r.completed, 5);
+    EXPECT_EQ(r.failed, 0) << r.first_error;
+    // ignore_eos: every request generates exactly its length, and usage reports it.
+    EXPECT_NEAR(r.output_tokens_per_s * r.duration_s, double(want_tokens), 1e-6 * want_tokens);
+    EXPECT_GT(r.ttft_ms.p50, 0.0);
+    EXPECT_LE(r.ttft_ms.p99, r.e2e_s.p99 * 1e3 + 1e-9);
+  }
+  EXPECT_EQ(runs[0].label, "r1 baseline");
+  EXPECT_EQ(runs[4].label, "r2 concurrency 3");
+  EXPECT_EQ(runs[4].round, 1);
+
+  const auto ratios = Loadgen::ratios_to_baseline(runs);
+  ASSERT_EQ(ratios.size(), 2u);
+  EXPECT_EQ(ratios[0].label, "concurrency 3");
+  EXPECT_EQ(ratios[1].label, "rate inf");
+  for (const auto& q : ratios) {
+    ASSERT_EQ(q.ratios.size(), 2u);
+    // Each round's ratio is against that round's own baseline.
+    EXPECT_DOUBLE_EQ(q.ratios[1], runs[q.label == "rate inf" ? 5 : 4].output_tokens_per_s / runs[3].output_tokens_per_s);
+    EXPECT_LE(q.min, q.median);
+    EXPECT_LE(q.median, q.max);
+  }
+
+  const auto j = lg.report_json(runs);
+  EXPECT_EQ(j["rounds"], 2);
+  EXPECT_EQ(j["runs"].size(), 6u);
+  EXPECT_EQ(j["runs"][3]["round"], 2);
+  EXPECT_TRUE(j["vs_baseline"].contains("concurrency 3"));
+  EXPECT_EQ(j["vs_baseline"]["rate inf"]["per_round"].size(), 2u);
+  EXPECT_NE(Loadgen::table(runs).find("x base over 2 rounds"), std::string::npos);
+}
+
+TEST(Loadgen, ClearErrorsForBadSettingsAndNoServer) {
+  LoadgenConfig c;
+  c.endpoint.port = 1;  // nothing listens there
+  c.rounds = 0;
+  try {
+    Loadgen lg(c);
+    FAIL() << "rounds 0 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--rounds"), std::string::npos) << e.what();
+  }
+  c.rounds = 1;
+  c.endpoint.timeout_s = 5;
+  try {
+    Loadgen lg(c);
+    FAIL() << "no server, yet no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("127.0.0.1:1"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace sy
