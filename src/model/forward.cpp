@@ -208,6 +208,7 @@ void Forward::run(const Batch& b, KvCache& cache, std::vector<float>& logits) {
     rows = attention_block(il, b, cache, prune && il == hp_.n_layer - 1);
     const double t1 = now_seconds();
     if (rows > 0) ffn_block(il, rows);
+    else moe_stats_[il] = {};  // nothing routed: no stale figures from the previous step
     profile_.attention += t1 - t0;
   }
   const double t_out = now_seconds();

@@ -99,6 +99,29 @@ TEST_P(LogitRows, ScatteredRowsOfTwoSequencesMatch) {
   }
 }
 
+// What the MoE layers report per step: every layer routes every token, except the last,
+// which routes only the rows that want logits (none for a chunk without its last token).
+TEST_P(LogitRows, LastLayerReportsOnlyTheRowsItRouted) {
+  const Loaded l = load_case(GetParam());
+  const HParams& hp = l.model->hparams();
+  ThreadPool pool(2);
+  Forward f(*l.model, pool);
+  KvCache cache = f.make_cache(128);
+  const int64_t n = static_cast<int64_t>(l.tokens.size());
+  std::vector<float> logits;
+  for (int64_t want : {int64_t{1}, int64_t{0}}) {
+    cache.release(0);
+    Batch b;
+    for (int64_t i = 0; i < n; ++i) b.add(l.tokens[i], static_cast<int32_t>(i), 0, want == 1 && i == n - 1);
+    f.run(b, cache, logits);
+    EXPECT_EQ(logits.size(), static_cast<size_t>(want * hp.n_vocab));
+    for (int il = 0; il < hp.n_layer; ++il) {
+      if (!hp.layer_is_moe(il)) continue;
+      EXPECT_EQ(f.moe_stats()[il].tokens, il == hp.n_layer - 1 ? want : n) << "layer " << il << ", wanted rows " << want;
+    }
+  }
+}
+
 // tiny-mixtral (trained), qwen2moe (shared expert with its gate) and olmoe (qk norms).
 INSTANTIATE_TEST_SUITE_P(Models, LogitRows,
                          ::testing::Values("models/tiny-mixtral", "fixtures/qwen2moe", "fixtures/olmoe"),
