@@ -175,6 +175,7 @@ int TieredExpertStore::claim_slot(int unit, double tokens) {
   slot_of_[unit] = slot;
   slots_[slot].unit = unit;
   slots_[slot].state = State::Empty;
+  slots_[slot].prefetch_use = false;
   return slot;
 }
 
@@ -204,6 +205,7 @@ void TieredExpertStore::finish_part(int slot, double seconds) {
   stats_.read_seconds += seconds;
   if (--s.parts_left > 0) return;
   s.state = s.error.empty() ? State::Ready : State::Failed;
+  s.ready_at = now_seconds();
   stats_.bytes_read += static_cast<int64_t>(s.w.bytes());
   stats_.loads++;
   ready_.notify_all();
@@ -214,6 +216,7 @@ void TieredExpertStore::start_load(int slot, Load how) {
   s.state = State::Loading;
   s.error.clear();
   s.parts_left = 3;
+  s.issued_at = now_seconds();
   WeightMatrix* parts[3] = {&s.w.gate, &s.w.up, &s.w.down};
   if (how == Load::Now) {
     mu_.unlock();
@@ -245,13 +248,16 @@ void TieredExpertStore::start_load(int slot, Load how) {
   }
 }
 
-void TieredExpertStore::wait_ready(int slot, std::unique_lock<std::mutex>& lock) {
+double TieredExpertStore::wait_ready(int slot, std::unique_lock<std::mutex>& lock) {
+  double waited = 0;
   if (slots_[slot].state == State::Loading) {
     const double t0 = now_seconds();
     ready_.wait(lock, [&] { return slots_[slot].state != State::Loading; });
-    stats_.wait_seconds += now_seconds() - t0;
+    waited = now_seconds() - t0;
+    stats_.wait_seconds += waited;
   }
   if (slots_[slot].state == State::Failed) throw Error(slots_[slot].error);
+  return waited;
 }
 
 void TieredExpertStore::begin_step() {
@@ -279,6 +285,7 @@ void TieredExpertStore::plan_layer(int layer, const std::vector<int32_t>& expert
     if (prefetched_[u]) {
       stats_.prefetch_used++;
       prefetched_[u] = 0;
+      s.prefetch_use = true;
     }
     (s.state == State::Ready ? hits : loading).push_back(experts[i]);
   }
@@ -328,8 +335,14 @@ FfnWeights TieredExpertStore::acquire(int layer, int expert) {
     planned_[u] = 1;
   }
   const int slot = slot_of_[u];
-  wait_ready(slot, lock);
-  return slots_[slot].w;
+  const double waited = wait_ready(slot, lock);
+  Slot& s = slots_[slot];
+  if (s.prefetch_use) {
+    s.prefetch_use = false;
+    stats_.prefetch_latency_seconds += s.ready_at - s.issued_at;
+    stats_.prefetch_wait_seconds += waited;
+  }
+  return s.w;
 }
 
 void TieredExpertStore::release(int layer, int expert) {
@@ -338,6 +351,7 @@ void TieredExpertStore::release(int layer, int expert) {
   if (!planned_[u]) return;
   planned_[u] = 0;
   Slot& s = slots_[slot_of_[u]];
+  s.prefetch_use = false;  // planned but never acquired: not a use
   if (--s.pins == 0) pinned_--;
 }
 

@@ -55,6 +55,11 @@ struct ExpertStoreStats {
   double read_seconds = 0;     // summed over loads (they overlap)
   double wait_seconds = 0;     // time the compute thread waited for loads
   int64_t loads = 0;
+  // Prefetched experts that were used: their loads' latency (issue to ready) summed, and
+  // how much of it the compute still waited for. The difference is the miss latency that
+  // prefetching hid.
+  double prefetch_latency_seconds = 0;
+  double prefetch_wait_seconds = 0;
 };
 
 class TieredExpertStore : public ExpertStore {
@@ -88,6 +93,8 @@ class TieredExpertStore : public ExpertStore {
     int pins = 0;
     bool permanent = false;
     int parts_left = 0;  // tensors still loading
+    double issued_at = 0, ready_at = 0;  // the last load's start and end (seconds)
+    bool prefetch_use = false;  // planned as a use of a prefetched load: its latency counts once
     FfnWeights w;
     std::string error;
   };
@@ -105,7 +112,8 @@ class TieredExpertStore : public ExpertStore {
   // Reads and packs tensor i (gate, up, down) of the slot's expert; false on error.
   bool load_part(int slot, int i, WeightMatrix& out);
   void finish_part(int slot, double seconds);
-  void wait_ready(int slot, std::unique_lock<std::mutex>& lock);
+  // Waits until the slot's load is done; returns the seconds waited.
+  double wait_ready(int slot, std::unique_lock<std::mutex>& lock);
   void pin_profile(const std::string& path, int n_pin);
 
   const HParams& hp_;

@@ -312,9 +312,20 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
                              // summed over the I/O threads (loads overlap each other and compute).
                              {"wait_ms_per_token", 1e3 * (a.wait_seconds - before.wait_seconds) / (B * opt.gen)},
                              {"io_busy_ms_per_token", 1e3 * (a.read_seconds - before.read_seconds) / (B * opt.gen)}};
+      // The miss latency prefetching hid: of the used prefetches' load times (issue to
+      // ready), what the compute did not wait for.
+      const double pf_latency = a.prefetch_latency_seconds - before.prefetch_latency_seconds;
+      const double pf_hidden = pf_latency - (a.prefetch_wait_seconds - before.prefetch_wait_seconds);
+      const double pf_used = std::max(1.0, pre);
+      row["expert_cache"]["prefetch_latency_ms_per_use"] = 1e3 * pf_latency / pf_used;
+      row["expert_cache"]["prefetch_hidden_ms_per_use"] = 1e3 * pf_hidden / pf_used;
+      row["expert_cache"]["prefetch_hidden_ms_per_token"] = 1e3 * pf_hidden / (B * opt.gen);
+      row["expert_cache"]["prefetch_hidden_fraction"] = pf_latency > 0 ? pf_hidden / pf_latency : 0.0;
       log("    expert cache: hit rate " + std::to_string(hits / std::max(1.0, hits + pre + misses)) + " (+" +
           std::to_string(pre / std::max(1.0, hits + pre + misses)) + " prefetched), " + std::to_string(per_token / 1e6) +
-          " MB read per token at " + std::to_string(read / s / 1e9) + " GB/s (disk bound " + std::to_string(disk_bound_tps) + " tokens/s)");
+          " MB read per token at " + std::to_string(read / s / 1e9) + " GB/s (disk bound " + std::to_string(disk_bound_tps) +
+          " tokens/s); prefetch: " + std::to_string(1e3 * pf_hidden / pf_used) + " of " +
+          std::to_string(1e3 * pf_latency / pf_used) + " ms of load latency hidden per prefetched expert used");
     }
     out["decode"].push_back(row);
     log("  batch " + std::to_string(B) + ": " + std::to_string(B * opt.gen / s) + " tokens/s (" +

@@ -3,11 +3,14 @@
 // bad sizes with a clear message.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "base/error.h"
+#include "experts/tiered_expert_store.h"
 #include "model/model.h"
 #include "model/synth.h"
 #include "runtime/session.h"
@@ -116,6 +119,43 @@ TEST(ExpertStore, PrefetchDepthFollowsCacheSize) {
   o.expert_cache = "75%";
   o.tiered.prefetch_layers = 3;  // given: kept
   EXPECT_EQ(Model::load(path, o)->prefetch_layers(), 3);
+}
+
+// The miss latency prefetching hides: a prefetched expert whose load finished before its
+// layer came counts its whole load time as hidden; a demand miss counts nothing.
+TEST(ExpertStore, CountsTheLoadLatencyPrefetchHid) {
+  ModelOptions o;
+  o.expert_cache = "100%";
+  auto m = Model::load(std::string(SY_SOURCE_DIR) + "/models/tiny-mixtral-f16.gguf", o);
+  TieredExpertStore& st = *m->tiered_experts();
+  std::vector<std::vector<int32_t>> groups;
+  auto use = [&](int layer, int expert) {
+    st.begin_step();
+    st.plan_layer(layer, {expert}, {1}, groups);
+    ASSERT_FALSE(st.acquire(layer, expert).empty());
+    st.release(layer, expert);
+  };
+
+  st.prefetch(0, {3});
+  for (int i = 0; i < 500 && st.stats().loads < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(st.stats().loads, 1);
+  use(0, 3);
+  EXPECT_EQ(st.stats().prefetch_used, 1);
+  EXPECT_GT(st.stats().prefetch_latency_seconds, 0.0);
+  EXPECT_EQ(st.stats().prefetch_wait_seconds, 0.0);  // ready before it was needed: all hidden
+  const double latency = st.stats().prefetch_latency_seconds;
+
+  use(1, 5);  // a demand miss: waits, but hides nothing
+  EXPECT_EQ(st.stats().misses, 1);
+  EXPECT_EQ(st.stats().prefetch_latency_seconds, latency);
+  use(0, 3);  // a plain hit afterwards: the prefetch's latency counts once
+  EXPECT_EQ(st.stats().prefetch_latency_seconds, latency);
+
+  st.prefetch(2, {1});  // needed at once: the wait is part of the latency, never more
+  use(2, 1);
+  EXPECT_EQ(st.stats().prefetch_used, 2);
+  EXPECT_GT(st.stats().prefetch_latency_seconds, latency);
+  EXPECT_LE(st.stats().prefetch_wait_seconds, st.stats().prefetch_latency_seconds - latency + 1e-9);
 }
 
 }  // namespace
