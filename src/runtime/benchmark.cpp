@@ -151,226 +151,266 @@ double measure_direct_read_bandwidth(const std::string& path, size_t bytes, int 
   return total / seconds_since(t0) / 1e9;
 }
 
-nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,
-                             const std::function<void(const std::string&)>& log) {
+namespace {
+
+using Log = std::function<void(const std::string&)>;
+
+// What every part of a benchmark run reads.
+struct BenchRun {
+  const Model& model;
+  const BenchOptions& opt;
+  ThreadPool& pool;
+  const Log& log;
+  double bw = 0;                    // read bandwidth of all threads, GB/s
+  TieredExpertStore* tiered = nullptr;
+  double disk_bw = 0, disk_bw1 = 0;  // direct reads of the file: 4 streams, 1 stream
+  // The dense weights a decode step streams, read again after every step (untimed) for
+  // the bandwidth alongside the steps; only when they are too large to sit in cache.
+  std::vector<cpu::ByteSpan> probe_spans;
+  bool probe_alongside = false;
+};
+
+json prefill_figures(const BenchRun& r) {
+  const BenchOptions& opt = r.opt;
+  r.log("prefill of " + std::to_string(opt.prompt) + " tokens...");
+  Forward f(r.model, r.pool);
+  KvCache cache = f.make_cache(opt.prompt);
+  Batch b;
+  const auto toks = random_tokens(opt.prompt, r.model.hparams().n_vocab, 1);
+  for (int i = 0; i < opt.prompt; ++i) b.add(toks[i], i, 0, i == opt.prompt - 1);
+  std::vector<float> logits;
+  f.run(b, cache, logits);  // warm-up: page faults, buffers
+  cache.release(0);
+  f.reset_profile();
+  const auto t0 = Clock::now();
+  f.run(b, cache, logits);
+  const double s = seconds_since(t0);
+  const double gflops = prefill_flops(r.model, opt.prompt) / s / 1e9;
+  r.log("  prefill: " + std::to_string(opt.prompt / s) + " tokens/s, " + std::to_string(gflops) + " GFLOP/s; " +
+        split_text(f.profile()));
+  return {{"tokens", opt.prompt}, {"seconds", s}, {"tokens_per_s", opt.prompt / s}, {"gflops", gflops},
+          {"time_split_ms", split_json(f.profile())}};
+}
+
+// The expert cache's figures over `tokens` decoded in `seconds`, from the store's counters
+// before and after.
+json expert_cache_figures(const BenchRun& r, const ExpertStoreStats& before, const ExpertStoreStats& a, double tokens,
+                          double seconds) {
+  // Hits that a prefetch brought in count as prefetched, not as cache hits.
+  const double pre = static_cast<double>(a.prefetch_used - before.prefetch_used);
+  const double hits = a.hits - before.hits - pre, misses = a.misses - before.misses;
+  const double uses = std::max(1.0, hits + pre + misses);
+  const double read = static_cast<double>(a.bytes_read - before.bytes_read);
+  const double per_token = read / tokens;
+  // Tokens/s if every missed byte came at `gbps` and nothing else took time.
+  auto disk_bound = [&](double gbps) { return per_token > 0 ? gbps * 1e9 / per_token : 0.0; };
+  auto percent_of = [&](double bound) { return bound > 0 ? 100.0 * (tokens / seconds) / bound : 0.0; };
+  const double disk_bound_tps = disk_bound(r.disk_bw);
+  const int64_t issued = a.prefetch_issued - before.prefetch_issued;
+  // The miss latency prefetching hid: of the used prefetches' load times (issue to ready),
+  // what the compute did not wait for.
+  const double pf_latency = a.prefetch_latency_seconds - before.prefetch_latency_seconds;
+  const double pf_hidden = pf_latency - (a.prefetch_wait_seconds - before.prefetch_wait_seconds);
+  const double pf_used = std::max(1.0, pre);
+  r.log("    expert cache: hit rate " + std::to_string(hits / uses) + " (+" + std::to_string(pre / uses) +
+        " prefetched), " + std::to_string(per_token / 1e6) + " MB read per token at " + std::to_string(read / seconds / 1e9) +
+        " GB/s (disk bound " + std::to_string(disk_bound_tps) + " tokens/s); prefetch: " +
+        std::to_string(1e3 * pf_hidden / pf_used) + " of " + std::to_string(1e3 * pf_latency / pf_used) +
+        " ms of load latency hidden per prefetched expert used");
+  return {{"hit_rate", hits / uses},
+          {"prefetched_rate", pre / uses},
+          {"bytes_read_per_token", per_token},
+          {"read_gbps", read / seconds / 1e9},
+          {"disk_bound_tokens_per_s", disk_bound_tps},
+          {"percent_of_disk_bound", percent_of(disk_bound_tps)},
+          // The same against the one-stream rate, the yardstick the issue quotes.
+          {"percent_of_disk_bound_one_stream", percent_of(disk_bound(r.disk_bw1))},
+          {"prefetch_issued", issued},
+          {"prefetch_used", a.prefetch_used - before.prefetch_used},
+          // Of the experts prefetch loaded, the share the next layer used.
+          {"prefetch_accuracy", issued > 0 ? pre / static_cast<double>(issued) : 0.0},
+          {"wait_seconds", a.wait_seconds - before.wait_seconds},
+          // Time the compute waited for loads, and the I/O jobs' busy time summed over the
+          // I/O threads (loads overlap each other and compute).
+          {"wait_ms_per_token", 1e3 * (a.wait_seconds - before.wait_seconds) / tokens},
+          {"io_busy_ms_per_token", 1e3 * (a.read_seconds - before.read_seconds) / tokens},
+          {"prefetch_latency_ms_per_use", 1e3 * pf_latency / pf_used},
+          {"prefetch_hidden_ms_per_use", 1e3 * pf_hidden / pf_used},
+          {"prefetch_hidden_ms_per_token", 1e3 * pf_hidden / tokens},
+          {"prefetch_hidden_fraction", pf_latency > 0 ? pf_hidden / pf_latency : 0.0}};
+}
+
+// B sequences, each after its own untimed prompt, decoding opt.gen steps together.
+json decode_figures(const BenchRun& r, int B) {
+  const BenchOptions& opt = r.opt;
+  const HParams& h = r.model.hparams();
+  r.log("decode with " + std::to_string(B) + " sequence(s)...");
+  Forward f(r.model, r.pool);
+  KvCache cache = f.make_cache(opt.batch_prompt + opt.gen + 1, B);
+  std::vector<float> logits;
+  Batch b;
+  // Prompts (not timed), one sequence at a time.
+  std::vector<int32_t> next(B);
+  for (int s = 0; s < B; ++s) {
+    b.clear();
+    const auto toks = random_tokens(opt.batch_prompt, h.n_vocab, 100 + s);
+    for (int i = 0; i < opt.batch_prompt; ++i) b.add(toks[i], i, s, i == opt.batch_prompt - 1);
+    f.run(b, cache, logits);
+    next[s] = argmax(logits.data(), h.n_vocab);
+  }
+  double expert_bytes = 0, active = 0;
+  f.reset_profile();
+  const ExpertStoreStats before = r.tiered ? r.tiered->stats() : ExpertStoreStats{};
+  const auto t0 = Clock::now();
+  std::vector<double> step_seconds, probe_gbps;
+  double probe_seconds = 0;
+  for (int step = 0; step < opt.gen; ++step) {
+    const auto ts = Clock::now();
+    b.clear();
+    for (int s = 0; s < B; ++s) b.add(next[s], opt.batch_prompt + step, s, true);
+    f.run(b, cache, logits);
+    for (int s = 0; s < B; ++s) next[s] = argmax(logits.data() + static_cast<size_t>(s) * h.n_vocab, h.n_vocab);
+    step_seconds.push_back(seconds_since(ts));
+    for (const MoeStepStats& st : f.moe_stats()) {
+      expert_bytes += static_cast<double>(st.expert_bytes_read);
+      active += static_cast<double>(st.active_experts);
+    }
+    if (r.probe_alongside) {
+      const auto tp = Clock::now();
+      size_t n = 0;
+      volatile uint64_t sink = cpu::stream_read(r.probe_spans, r.pool, &n);
+      (void)sink;
+      const double ps = seconds_since(tp);
+      probe_seconds += ps;
+      probe_gbps.push_back(n / ps / 1e9);
+    }
+  }
+  const double s = seconds_since(t0) - probe_seconds;
+  const double bytes_per_step = expert_bytes / opt.gen + static_cast<double>(r.model.dense_weight_bytes());
+  const double gbps = bytes_per_step * opt.gen / s / 1e9;
+  const int moe_layers = h.n_layer - h.n_layer_dense_lead;
+  json row = {{"batch", B}, {"steps", opt.gen}, {"seconds", s}, {"tokens_per_s", B * opt.gen / s},
+              {"steps_per_s", opt.gen / s}, {"bytes_per_step", bytes_per_step},
+              {"active_experts_per_moe_layer", h.is_moe() ? active / opt.gen / moe_layers : 0.0},
+              {"achieved_gbps", gbps}, {"percent_of_bandwidth", 100.0 * gbps / r.bw}};
+  row["time_split_ms_per_step"] = split_json(f.profile());
+  // The median step is steadier than the mean on a shared machine, where a neighbour's
+  // burst slows a few steps a lot.
+  const double median = median_of(step_seconds);
+  row["median_step_ms"] = 1e3 * median;
+  row["tokens_per_s_at_median_step"] = B / median;
+  std::string alongside;
+  if (!probe_gbps.empty()) {
+    // Median step against the median probe: both halves of the ratio from the same minute.
+    const double bw_now = median_of(probe_gbps), gbps_median = bytes_per_step / median / 1e9;
+    row["bandwidth_alongside_gbps"] = bw_now;
+    row["achieved_gbps_at_median_step"] = gbps_median;
+    row["percent_of_bandwidth_alongside"] = 100.0 * gbps_median / bw_now;
+    alongside = "; median step " + std::to_string(gbps_median) + " GB/s against " + std::to_string(bw_now) +
+                " GB/s read alongside the steps (" + std::to_string(100.0 * gbps_median / bw_now) + "%)";
+  }
+  if (r.tiered) row["expert_cache"] = expert_cache_figures(r, before, r.tiered->stats(), B * opt.gen, s);
+  r.log("  batch " + std::to_string(B) + ": " + std::to_string(B * opt.gen / s) + " tokens/s (" +
+        std::to_string(B / median) + " at the median step), " + std::to_string(bytes_per_step / 1e9) +
+        " GB touched per step, " + std::to_string(gbps) + " GB/s (" + std::to_string(100.0 * gbps / r.bw) +
+        "% of measured bandwidth)" + alongside + "; per step: " + split_text(f.profile()));
+  return row;
+}
+
+// One MoE layer on the same hidden states with dynamic gating and with static gating at
+// each capacity factor.
+json gating_figures(const BenchRun& r) {
+  const HParams& h = r.model.hparams();
+  const int layer = h.n_layer_dense_lead;
+  const int64_t n = r.opt.prompt > 0 ? r.opt.prompt : 512;
+  r.log("MoE layer " + std::to_string(layer) + " on " + std::to_string(n) + " tokens: dynamic vs static gating...");
+  std::vector<float> x(static_cast<size_t>(n * h.n_embd)), y(x.size());
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (auto& v : x) v = nd(rng);
+  const RouterRules rules = router_rules(h);
+  const WeightMatrix& router = r.model.weights().layers[layer].router;
+  auto time_mode = [&](MoeOptions mo, MoeStepStats& st) {
+    MoeLayer moe;
+    CpuBackend backend(r.pool);
+    st = moe.forward(x.data(), n, h.n_embd, router, rules, r.model.experts(), layer, mo, y.data(), h.n_embd, backend, r.pool);
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+      const auto t0 = Clock::now();
+      st = moe.forward(x.data(), n, h.n_embd, router, rules, r.model.experts(), layer, mo, y.data(), h.n_embd, backend, r.pool);
+      best = std::min(best, seconds_since(t0));
+    }
+    return best;
+  };
+  MoeStepStats st;
+  const double dyn = time_mode({GatingMode::Dynamic, 1.0}, st);
+  json moe = {{"layer", layer}, {"tokens", n}, {"n_expert", h.n_expert}, {"k", h.n_expert_used},
+              {"dynamic", {{"seconds", dyn}, {"rows_computed", st.rows_computed}, {"active_experts", st.active_experts}}}};
+  r.log("  dynamic: " + std::to_string(dyn * 1e3) + " ms (" + std::to_string(st.rows_computed) + " expert rows)");
+  for (double cf : r.opt.capacity_factors) {
+    const double t = time_mode({GatingMode::Static, cf}, st);
+    moe["static"].push_back({{"capacity_factor", cf}, {"seconds", t}, {"rows_computed", st.rows_computed},
+                             {"dropped", st.dropped}, {"dynamic_speedup", t / dyn}});
+    r.log("  static cf " + std::to_string(cf) + ": " + std::to_string(t * 1e3) + " ms (" + std::to_string(st.rows_computed) +
+          " rows incl. padding, " + std::to_string(st.dropped) + " assignments dropped), dynamic is " +
+          std::to_string(t / dyn) + "x faster");
+  }
+  return moe;
+}
+
+}  // namespace
+
+nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt, const Log& log) {
   const HParams& h = model.hparams();
   ThreadPool pool(opt.threads > 0 ? opt.threads : ThreadPool::default_threads());
+  BenchRun r{model, opt, pool, log, 0.0, nullptr, 0.0, 0.0, {}, false};
   json out;
   out["model"] = {{"file", model.file().path()}, {"architecture", h.arch_name}, {"file_bytes", model.file().file_size()},
                   {"n_layer", h.n_layer}, {"n_embd", h.n_embd}, {"n_expert", h.n_expert}, {"n_expert_used", h.n_expert_used}};
   out["threads"] = pool.size();
   out["kernels"] = {{"dot", cpu::dot_kernels().isa}, {"packed", cpu::packed_kernels().isa}};
 
-  double bw1 = opt.bandwidth_1, bw = opt.bandwidth_all;
-  if (bw <= 0) {
+  double bw1 = opt.bandwidth_1;
+  r.bw = opt.bandwidth_all;
+  if (r.bw <= 0) {
     log("measuring memory read bandwidth...");
     ThreadPool one(1);
     bw1 = measure_read_bandwidth(one, opt.bandwidth_bytes);
-    bw = measure_read_bandwidth(pool, opt.bandwidth_bytes);
+    r.bw = measure_read_bandwidth(pool, opt.bandwidth_bytes);
   }
-  out["bandwidth_gbps"] = {{"threads_1", bw1}, {"threads_all", bw}};
-  log("  read bandwidth: " + std::to_string(bw1) + " GB/s (1 thread), " + std::to_string(bw) + " GB/s (" + std::to_string(pool.size()) + " threads)");
+  out["bandwidth_gbps"] = {{"threads_1", bw1}, {"threads_all", r.bw}};
+  log("  read bandwidth: " + std::to_string(bw1) + " GB/s (1 thread), " + std::to_string(r.bw) + " GB/s (" +
+      std::to_string(pool.size()) + " threads)");
 
-  TieredExpertStore* tiered = model.tiered_experts();
-  double disk_bw = 0, disk_bw1 = 0;
-  if (tiered) {
+  r.tiered = model.tiered_experts();
+  if (r.tiered) {
     log("measuring direct-I/O read bandwidth of the model file...");
     // One stream (how the issue quotes this machine's disk) and the store's 4 I/O threads
     // (the stricter bound, behind percent_of_disk_bound).
-    disk_bw1 = measure_direct_read_bandwidth(model.file().path(), size_t{1} << 30, 1);
-    disk_bw = measure_direct_read_bandwidth(model.file().path(), size_t{2} << 30, 4);
-    out["expert_cache"] = {{"slots", tiered->capacity()}, {"policy", tiered->policy_name()}, {"direct_io", tiered->direct_io()},
-                           {"prefetch_layers", model.prefetch_layers()},
-                           {"disk_read_gbps", disk_bw}, {"disk_read_gbps_one_stream", disk_bw1}};
-    log("  direct read: " + std::to_string(disk_bw1) + " GB/s (1 stream), " + std::to_string(disk_bw) +
-        " GB/s (4 streams); cache of " + std::to_string(tiered->capacity()) + " experts, policy " + tiered->policy_name() +
-        ", prefetch " + std::to_string(model.prefetch_layers()) + " layer(s) ahead");
+    r.disk_bw1 = measure_direct_read_bandwidth(model.file().path(), size_t{1} << 30, 1);
+    r.disk_bw = measure_direct_read_bandwidth(model.file().path(), size_t{2} << 30, 4);
+    out["expert_cache"] = {{"slots", r.tiered->capacity()}, {"policy", r.tiered->policy_name()},
+                           {"direct_io", r.tiered->direct_io()}, {"prefetch_layers", model.prefetch_layers()},
+                           {"disk_read_gbps", r.disk_bw}, {"disk_read_gbps_one_stream", r.disk_bw1}};
+    log("  direct read: " + std::to_string(r.disk_bw1) + " GB/s (1 stream), " + std::to_string(r.disk_bw) +
+        " GB/s (4 streams); cache of " + std::to_string(r.tiered->capacity()) + " experts, policy " +
+        r.tiered->policy_name() + ", prefetch " + std::to_string(model.prefetch_layers()) + " layer(s) ahead");
   }
 
-  const size_t dense_bytes = model.dense_weight_bytes();
-  out["dense_weight_bytes_per_step"] = dense_bytes;
+  out["dense_weight_bytes_per_step"] = model.dense_weight_bytes();
   // The VM's bandwidth drifts by up to 2x within a minute, so a probe taken once before
   // decoding can be far from what the steps had. One probe pass after every decode step
   // (untimed) over the dense weights gives the bandwidth alongside them, if those weights
   // are large enough not to be served from cache (opt.alongside_min_bytes).
-  const std::vector<cpu::ByteSpan> probe_spans = dense_weight_spans(model);
+  r.probe_spans = dense_weight_spans(model);
   size_t probe_bytes = 0;
-  for (const auto& sp : probe_spans) probe_bytes += sp.bytes;
-  const bool probe_alongside = probe_bytes >= opt.alongside_min_bytes && !model.tiered_experts();
+  for (const auto& sp : r.probe_spans) probe_bytes += sp.bytes;
+  r.probe_alongside = probe_bytes >= opt.alongside_min_bytes && !r.tiered;
 
-  if (!opt.skip_prefill && opt.prompt > 0) {
-    log("prefill of " + std::to_string(opt.prompt) + " tokens...");
-    Forward f(model, pool);
-    KvCache cache = f.make_cache(opt.prompt);
-    Batch b;
-    const auto toks = random_tokens(opt.prompt, h.n_vocab, 1);
-    for (int i = 0; i < opt.prompt; ++i) b.add(toks[i], i, 0, i == opt.prompt - 1);
-    std::vector<float> logits;
-    f.run(b, cache, logits);  // warm-up: page faults, buffers
-    cache.release(0);
-    f.reset_profile();
-    const auto t0 = Clock::now();
-    f.run(b, cache, logits);
-    const double s = seconds_since(t0);
-    out["prefill"] = {{"tokens", opt.prompt}, {"seconds", s}, {"tokens_per_s", opt.prompt / s},
-                      {"gflops", prefill_flops(model, opt.prompt) / s / 1e9}, {"time_split_ms", split_json(f.profile())}};
-    log("  prefill: " + std::to_string(opt.prompt / s) + " tokens/s, " + std::to_string(prefill_flops(model, opt.prompt) / s / 1e9) +
-        " GFLOP/s; " + split_text(f.profile()));
-  }
+  if (!opt.skip_prefill && opt.prompt > 0) out["prefill"] = prefill_figures(r);
+  for (int B : opt.batches) out["decode"].push_back(decode_figures(r, B));
+  if (!opt.skip_moe && h.is_moe()) out["moe_layer"] = gating_figures(r);
 
-  for (int B : opt.batches) {
-    log("decode with " + std::to_string(B) + " sequence(s)...");
-    Forward f(model, pool);
-    KvCache cache = f.make_cache(opt.batch_prompt + opt.gen + 1, B);
-    std::vector<float> logits;
-    Batch b;
-    // Prompts (not timed), one sequence at a time.
-    std::vector<int32_t> next(B);
-    for (int s = 0; s < B; ++s) {
-      b.clear();
-      const auto toks = random_tokens(opt.batch_prompt, h.n_vocab, 100 + s);
-      for (int i = 0; i < opt.batch_prompt; ++i) b.add(toks[i], i, s, i == opt.batch_prompt - 1);
-      f.run(b, cache, logits);
-      next[s] = argmax(logits.data(), h.n_vocab);
-    }
-    double expert_bytes = 0, active = 0;
-    f.reset_profile();
-    const ExpertStoreStats before = tiered ? tiered->stats() : ExpertStoreStats{};
-    const auto t0 = Clock::now();
-    std::vector<double> step_seconds, probe_gbps;
-    double probe_seconds = 0;
-    for (int step = 0; step < opt.gen; ++step) {
-      const auto ts = Clock::now();
-      b.clear();
-      for (int s = 0; s < B; ++s) b.add(next[s], opt.batch_prompt + step, s, true);
-      f.run(b, cache, logits);
-      for (int s = 0; s < B; ++s) next[s] = argmax(logits.data() + static_cast<size_t>(s) * h.n_vocab, h.n_vocab);
-      step_seconds.push_back(seconds_since(ts));
-      for (const MoeStepStats& st : f.moe_stats()) {
-        expert_bytes += static_cast<double>(st.expert_bytes_read);
-        active += static_cast<double>(st.active_experts);
-      }
-      if (probe_alongside) {
-        const auto tp = Clock::now();
-        size_t n = 0;
-        volatile uint64_t sink = cpu::stream_read(probe_spans, pool, &n);
-        (void)sink;
-        const double ps = seconds_since(tp);
-        probe_seconds += ps;
-        probe_gbps.push_back(n / ps / 1e9);
-      }
-    }
-    const double s = seconds_since(t0) - probe_seconds;
-    const double bytes_per_step = expert_bytes / opt.gen + static_cast<double>(dense_bytes);
-    const double gbps = bytes_per_step * opt.gen / s / 1e9;
-    const int moe_layers = h.n_layer - h.n_layer_dense_lead;
-    json row = {{"batch", B}, {"steps", opt.gen}, {"seconds", s}, {"tokens_per_s", B * opt.gen / s},
-                {"steps_per_s", opt.gen / s}, {"bytes_per_step", bytes_per_step},
-                {"active_experts_per_moe_layer", h.is_moe() ? active / opt.gen / moe_layers : 0.0},
-                {"achieved_gbps", gbps}, {"percent_of_bandwidth", 100.0 * gbps / bw}};
-    row["time_split_ms_per_step"] = split_json(f.profile());
-    // The median step is steadier than the mean on a shared machine, where a neighbour's
-    // burst slows a few steps a lot.
-    const double median = median_of(step_seconds);
-    row["median_step_ms"] = 1e3 * median;
-    row["tokens_per_s_at_median_step"] = B / median;
-    std::string alongside;
-    if (!probe_gbps.empty()) {
-      // Median step against the median probe: both halves of the ratio from the same minute.
-      const double bw_now = median_of(probe_gbps), gbps_median = bytes_per_step / median / 1e9;
-      row["bandwidth_alongside_gbps"] = bw_now;
-      row["achieved_gbps_at_median_step"] = gbps_median;
-      row["percent_of_bandwidth_alongside"] = 100.0 * gbps_median / bw_now;
-      alongside = "; median step " + std::to_string(gbps_median) + " GB/s against " + std::to_string(bw_now) +
-                  " GB/s read alongside the steps (" + std::to_string(100.0 * gbps_median / bw_now) + "%)";
-    }
-    if (tiered) {
-      const ExpertStoreStats& a = tiered->stats();
-      // Hits that a prefetch brought in count as prefetched, not as cache hits.
-      const double pre = static_cast<double>(a.prefetch_used - before.prefetch_used);
-      const double hits = a.hits - before.hits - pre, misses = a.misses - before.misses;
-      const double read = static_cast<double>(a.bytes_read - before.bytes_read);
-      const double per_token = read / (B * opt.gen);
-      // Tokens/s if every missed byte came at `gbps` and nothing else took time.
-      auto disk_bound = [&](double gbps) { return per_token > 0 ? gbps * 1e9 / per_token : 0.0; };
-      auto percent_of = [&](double bound) { return bound > 0 ? 100.0 * (B * opt.gen / s) / bound : 0.0; };
-      const double disk_bound_tps = disk_bound(disk_bw);
-      row["expert_cache"] = {{"hit_rate", hits / std::max(1.0, hits + pre + misses)},
-                             {"prefetched_rate", pre / std::max(1.0, hits + pre + misses)}, {"bytes_read_per_token", per_token},
-                             {"read_gbps", read / s / 1e9}, {"disk_bound_tokens_per_s", disk_bound_tps},
-                             {"percent_of_disk_bound", percent_of(disk_bound_tps)},
-                             // The same against the one-stream rate, the yardstick the issue quotes.
-                             {"percent_of_disk_bound_one_stream", percent_of(disk_bound(disk_bw1))},
-                             {"prefetch_issued", a.prefetch_issued - before.prefetch_issued},
-                             {"prefetch_used", a.prefetch_used - before.prefetch_used},
-                             // Of the experts prefetch loaded, the share the next layer used.
-                             {"prefetch_accuracy", a.prefetch_issued > before.prefetch_issued
-                                                       ? pre / static_cast<double>(a.prefetch_issued - before.prefetch_issued)
-                                                       : 0.0},
-                             {"wait_seconds", a.wait_seconds - before.wait_seconds},
-                             // Time the compute waited for loads, and the I/O jobs' busy time
-                             // summed over the I/O threads (loads overlap each other and compute).
-                             {"wait_ms_per_token", 1e3 * (a.wait_seconds - before.wait_seconds) / (B * opt.gen)},
-                             {"io_busy_ms_per_token", 1e3 * (a.read_seconds - before.read_seconds) / (B * opt.gen)}};
-      // The miss latency prefetching hid: of the used prefetches' load times (issue to
-      // ready), what the compute did not wait for.
-      const double pf_latency = a.prefetch_latency_seconds - before.prefetch_latency_seconds;
-      const double pf_hidden = pf_latency - (a.prefetch_wait_seconds - before.prefetch_wait_seconds);
-      const double pf_used = std::max(1.0, pre);
-      row["expert_cache"]["prefetch_latency_ms_per_use"] = 1e3 * pf_latency / pf_used;
-      row["expert_cache"]["prefetch_hidden_ms_per_use"] = 1e3 * pf_hidden / pf_used;
-      row["expert_cache"]["prefetch_hidden_ms_per_token"] = 1e3 * pf_hidden / (B * opt.gen);
-      row["expert_cache"]["prefetch_hidden_fraction"] = pf_latency > 0 ? pf_hidden / pf_latency : 0.0;
-      log("    expert cache: hit rate " + std::to_string(hits / std::max(1.0, hits + pre + misses)) + " (+" +
-          std::to_string(pre / std::max(1.0, hits + pre + misses)) + " prefetched), " + std::to_string(per_token / 1e6) +
-          " MB read per token at " + std::to_string(read / s / 1e9) + " GB/s (disk bound " + std::to_string(disk_bound_tps) +
-          " tokens/s); prefetch: " + std::to_string(1e3 * pf_hidden / pf_used) + " of " +
-          std::to_string(1e3 * pf_latency / pf_used) + " ms of load latency hidden per prefetched expert used");
-    }
-    out["decode"].push_back(row);
-    log("  batch " + std::to_string(B) + ": " + std::to_string(B * opt.gen / s) + " tokens/s (" +
-        std::to_string(B / median) + " at the median step), " +
-        std::to_string(bytes_per_step / 1e9) + " GB touched per step, " + std::to_string(gbps) + " GB/s (" +
-        std::to_string(100.0 * gbps / bw) + "% of measured bandwidth)" + alongside + "; per step: " + split_text(f.profile()));
-  }
-
-  if (!opt.skip_moe && h.is_moe()) {
-    // One MoE layer on the same hidden states with each gating mode.
-    const int layer = h.n_layer_dense_lead;
-    const int64_t n = opt.prompt > 0 ? opt.prompt : 512;
-    log("MoE layer " + std::to_string(layer) + " on " + std::to_string(n) + " tokens: dynamic vs static gating...");
-    std::vector<float> x(static_cast<size_t>(n * h.n_embd)), y(x.size());
-    std::mt19937 rng(7);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    for (auto& v : x) v = nd(rng);
-    const RouterRules rules = router_rules(h);
-    const WeightMatrix& router = model.weights().layers[layer].router;
-    auto time_mode = [&](MoeOptions mo, MoeStepStats& st) {
-      MoeLayer moe;
-      CpuBackend backend(pool);
-      st = moe.forward(x.data(), n, h.n_embd, router, rules, model.experts(), layer, mo, y.data(), h.n_embd, backend, pool);
-      double best = 1e30;
-      for (int r = 0; r < 3; ++r) {
-        const auto t0 = Clock::now();
-        st = moe.forward(x.data(), n, h.n_embd, router, rules, model.experts(), layer, mo, y.data(), h.n_embd, backend, pool);
-        best = std::min(best, seconds_since(t0));
-      }
-      return best;
-    };
-    MoeStepStats st;
-    const double dyn = time_mode({GatingMode::Dynamic, 1.0}, st);
-    json moe = {{"layer", layer}, {"tokens", n}, {"n_expert", h.n_expert}, {"k", h.n_expert_used},
-                {"dynamic", {{"seconds", dyn}, {"rows_computed", st.rows_computed}, {"active_experts", st.active_experts}}}};
-    log("  dynamic: " + std::to_string(dyn * 1e3) + " ms (" + std::to_string(st.rows_computed) + " expert rows)");
-    for (double cf : opt.capacity_factors) {
-      const double t = time_mode({GatingMode::Static, cf}, st);
-      moe["static"].push_back({{"capacity_factor", cf}, {"seconds", t}, {"rows_computed", st.rows_computed},
-                               {"dropped", st.dropped}, {"dynamic_speedup", t / dyn}});
-      log("  static cf " + std::to_string(cf) + ": " + std::to_string(t * 1e3) + " ms (" + std::to_string(st.rows_computed) +
-          " rows incl. padding, " + std::to_string(st.dropped) + " assignments dropped), dynamic is " + std::to_string(t / dyn) + "x faster");
-    }
-    out["moe_layer"] = moe;
-  }
   // Model file + the largest KV cache used (the batched decode) for comparison.
   size_t kv = 0;
   const size_t kv_value = model.kv_type() == DType::F16 ? 2 : 4;

@@ -2,6 +2,7 @@
 // numbers agree with what the model is (exact weight bytes, top-k experts, gating rows).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,47 @@ TEST(Benchmark, ReportsEverySectionOnTheDefaultModel) {
   EXPECT_LE(moe["static"][1]["dropped"].get<int64_t>(), moe["static"][0]["dropped"].get<int64_t>());
   EXPECT_GT(j["peak_rss_bytes"].get<double>(), 0.0);
   EXPECT_FALSE(log.empty());
+}
+
+// With an expert cache of one expert per layer every decode step misses: the cache figures
+// account for every expert use and every byte read, and the store's counters agree.
+TEST(Benchmark, ReportsTheExpertCacheFigures) {
+  const std::string path = std::string(SY_SOURCE_DIR) + "/models/tiny-mixtral-f16.gguf";
+  ModelOptions mo;
+  mo.expert_cache = "0.125";  // 8 experts per layer: one slot each
+  auto model = Model::load(path, mo);
+  ASSERT_NE(model->tiered_experts(), nullptr);
+  const HParams& h = model->hparams();
+  BenchOptions o;
+  o.batches = {1};
+  o.prompt = 0;
+  o.gen = 6;
+  o.batch_prompt = 4;
+  o.threads = 2;
+  o.bandwidth_bytes = size_t{64} << 20;
+  o.skip_moe = true;
+  const nlohmann::json j = run_benchmark(*model, o, [](const std::string&) {});
+
+  EXPECT_EQ(j["expert_cache"]["slots"].get<int>(), h.n_layer);
+  EXPECT_GT(j["expert_cache"]["disk_read_gbps"].get<double>(), 0.0);
+  const auto& c = j["decode"][0].at("expert_cache");
+  SCOPED_TRACE(c.dump());
+  const double hit = c["hit_rate"], pre = c["prefetched_rate"];
+  EXPECT_GE(hit, 0.0);
+  EXPECT_GE(pre, 0.0);
+  EXPECT_LE(hit + pre, 1.0);
+  EXPECT_LT(hit, 0.75);  // top-2 of 8 through one slot: most uses must load
+  // Every byte read is a whole expert (same size for all of them here).
+  const double expert = static_cast<double>(model->experts().expert_bytes(0, 0));
+  const double per_token = c["bytes_read_per_token"];
+  EXPECT_GT(per_token, 0.0);
+  EXPECT_NEAR(per_token * o.gen / expert, std::round(per_token * o.gen / expert), 1e-6);
+  EXPECT_GT(c["disk_bound_tokens_per_s"].get<double>(), 0.0);
+  const double fraction = c["prefetch_hidden_fraction"];
+  EXPECT_GE(fraction, 0.0);
+  EXPECT_LE(fraction, 1.0);
+  EXPECT_LE(c["prefetch_hidden_ms_per_use"].get<double>(), c["prefetch_latency_ms_per_use"].get<double>() + 1e-9);
+  EXPECT_LE(c["prefetch_used"].get<int64_t>(), c["prefetch_issued"].get<int64_t>());
 }
 
 }  // namespace
