@@ -10,8 +10,9 @@ void ModelArgs::add_to(CLI::App& app, bool with_moe) {
   app.add_option("-m,--model", model, "GGUF model file")->required();
   app.add_option("-t,--threads", threads, "Worker threads (default: all cores)")->check(CLI::Range(1, 1024));
   app.add_option("--kv-type", kv_type,
-                 "KV cache values: f32 (default; exact) or f16 (half the memory and the bytes attention reads)")
-      ->check(CLI::IsMember({"f32", "f16"}));
+                 "KV cache values: f32 (default; exact), f16 (half the memory and the bytes attention reads) or "
+                 "q8_0 (about a quarter: 32-value blocks with one scale)")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   if (!with_moe) return;
   app.add_option("--moe-gating", gating, "MoE dispatch: dynamic (default) or static (GShard capacity, drops overflow)")
       ->check(CLI::IsMember({"dynamic", "static"}));
@@ -40,7 +41,7 @@ ModelOptions ModelArgs::model_options() const {
   o.tiered.predictive_prefetch = !no_prefetch;
   o.tiered.prefetch_layers = prefetch_layers;
   o.tiered.io_threads = io_threads;
-  o.kv_type = kv_type == "f16" ? DType::F16 : DType::F32;
+  o.kv_type = kv_type == "f16" ? DType::F16 : kv_type == "q8_0" ? DType::Q8_0 : DType::F32;
   return o;
 }
 

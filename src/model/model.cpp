@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include "base/error.h"
 #include "kernels/cpu/weight_prep.h"
 
 namespace sy {
@@ -11,6 +12,12 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelOptions& 
   m->weights_ = ModelWeights::bind(*m->file_, m->hp_);
   m->tokenizer_ = Tokenizer::from_gguf(*m->file_);
   m->kv_type_ = opt.kv_type;  // KvCache rejects types it cannot hold
+  if (opt.kv_type == DType::Q8_0 && (m->hp_.head_dim_k % kQBlock != 0 || m->hp_.head_dim_v % kQBlock != 0)) {
+    // Each head's part of a cached row must be whole 32-value blocks.
+    throw Error("--kv-type q8_0 needs attention heads whose sizes are multiples of " + std::to_string(kQBlock) +
+                "; this model's are " + std::to_string(m->hp_.head_dim_k) + " (K) and " +
+                std::to_string(m->hp_.head_dim_v) + " (V); use f16 or f32");
+  }
   ThreadPool pool(ThreadPool::default_threads());
   m->prepare_weights(pool);
   if (!opt.expert_cache.empty() && m->hp_.is_moe()) {

@@ -4,32 +4,43 @@
 
 #include "base/error.h"
 #include "kernels/cpu/dot.h"
+#include "kernels/cpu/quantize.h"
 
 namespace sy {
 namespace {
 
-size_t value_bytes(DType t) {
-  if (t != DType::F32 && t != DType::F16) {
-    throw Error("KV cache type " + dtype_name(t) + " is not supported; use f32 or f16");
-  }
-  return t == DType::F16 ? 2 : 4;
-}
-
-size_t store_bytes(int n_layer, int64_t dim, int64_t n_blocks, int64_t block_size, int n_seq, DType t) {
-  if (block_size <= 0 || n_blocks <= 0 || n_seq <= 0 || n_layer <= 0 || dim <= 0) {
+size_t store_bytes(int n_layer, size_t row_bytes, int64_t n_blocks, int64_t block_size, int n_seq) {
+  if (block_size <= 0 || n_blocks <= 0 || n_seq <= 0 || n_layer <= 0 || row_bytes == 0) {
     throw Error("KV cache: sizes must be positive");
   }
-  return static_cast<size_t>(n_blocks) * n_layer * block_size * dim * value_bytes(t);
+  return static_cast<size_t>(n_blocks) * n_layer * block_size * row_bytes;
 }
 
 }  // namespace
 
+size_t KvCache::row_bytes(DType t, int64_t dim) {
+  if (dim <= 0) throw Error("KV cache: sizes must be positive");
+  switch (t) {
+    case DType::F32: return static_cast<size_t>(dim) * 4;
+    case DType::F16: return static_cast<size_t>(dim) * 2;
+    case DType::Q8_0:
+      if (dim % kQBlock != 0) {
+        throw Error("KV cache type q8_0 needs rows of whole 32-value blocks, but a row here has " +
+                    std::to_string(dim) + " values; use f16 or f32");
+      }
+      return static_cast<size_t>(dim / kQBlock) * sizeof(BlockQ8_0);
+    default:
+      throw Error("KV cache type " + dtype_name(t) + " is not supported; use f32, f16 or q8_0");
+  }
+}
+
 KvCache::KvCache(int n_layer, int64_t k_dim, int64_t v_dim, int64_t n_blocks, int64_t block_size, int n_seq,
                  DType type)
-    : n_layer_(n_layer), type_(type), elt_(value_bytes(type)), k_dim_(k_dim), v_dim_(v_dim), n_blocks_(n_blocks), block_size_(block_size),
+    : n_layer_(n_layer), type_(type), k_dim_(k_dim), v_dim_(v_dim), k_row_(row_bytes(type, k_dim)),
+      v_row_(row_bytes(type, v_dim)), n_blocks_(n_blocks), block_size_(block_size),
       max_positions_(n_blocks * block_size),
-      k_bytes_(store_bytes(n_layer, k_dim, n_blocks, block_size, n_seq, type)),
-      v_bytes_(store_bytes(n_layer, v_dim, n_blocks, block_size, n_seq, type)),
+      k_bytes_(store_bytes(n_layer, k_row_, n_blocks, block_size, n_seq)),
+      v_bytes_(store_bytes(n_layer, v_row_, n_blocks, block_size, n_seq)),
       k_(k_bytes_, /*prefault=*/true),
       v_(v_bytes_, /*prefault=*/true),
       tables_(n_seq) {
@@ -67,10 +78,10 @@ void KvCache::truncate(int seq, int64_t n_positions) {
   }
 }
 
-uint8_t* KvCache::row(uint8_t* store, int64_t dim, int layer, int seq, int64_t pos) const {
+uint8_t* KvCache::row(uint8_t* store, size_t row_bytes, int layer, int seq, int64_t pos) const {
   const auto& t = tables_[seq];
   const int32_t block = t.at(static_cast<size_t>(pos / block_size_));
-  return store + (block_base(block, layer, dim) + static_cast<size_t>(pos % block_size_) * dim) * elt_;
+  return store + block_base(block, layer, row_bytes) + static_cast<size_t>(pos % block_size_) * row_bytes;
 }
 
 float* KvCache::f32(uint8_t* p) const {
@@ -79,31 +90,39 @@ float* KvCache::f32(uint8_t* p) const {
 }
 
 void KvCache::store(int layer, int seq, int64_t pos, const float* k, const float* v) {
-  uint8_t* kr = row(k_.data(), k_dim_, layer, seq, pos);
-  uint8_t* vr = row(v_.data(), v_dim_, layer, seq, pos);
-  if (type_ == DType::F32) {
-    std::memcpy(kr, k, k_dim_ * sizeof(float));
-    std::memcpy(vr, v, v_dim_ * sizeof(float));
-    return;
+  uint8_t* kr = row(k_.data(), k_row_, layer, seq, pos);
+  uint8_t* vr = row(v_.data(), v_row_, layer, seq, pos);
+  switch (type_) {
+    case DType::F32:
+      std::memcpy(kr, k, k_row_);
+      std::memcpy(vr, v, v_row_);
+      return;
+    case DType::F16: {
+      const cpu::DotKernels& kernels = cpu::dot_kernels();
+      kernels.to_f16(k, reinterpret_cast<uint16_t*>(kr), k_dim_);
+      kernels.to_f16(v, reinterpret_cast<uint16_t*>(vr), v_dim_);
+      return;
+    }
+    default:  // Q8_0, as ggml quantizes: d = max|x| / 127 per block of 32
+      cpu::quantize_row_q8_0(k, reinterpret_cast<BlockQ8_0*>(kr), k_dim_);
+      cpu::quantize_row_q8_0(v, reinterpret_cast<BlockQ8_0*>(vr), v_dim_);
   }
-  const cpu::DotKernels& kernels = cpu::dot_kernels();
-  kernels.to_f16(k, reinterpret_cast<uint16_t*>(kr), k_dim_);
-  kernels.to_f16(v, reinterpret_cast<uint16_t*>(vr), v_dim_);
 }
 
 void KvCache::copy_position(int layer, int dst, int src, int64_t pos) {
-  std::memcpy(row(k_.data(), k_dim_, layer, dst, pos), row(k_.data(), k_dim_, layer, src, pos), k_dim_ * elt_);
-  std::memcpy(row(v_.data(), v_dim_, layer, dst, pos), row(v_.data(), v_dim_, layer, src, pos), v_dim_ * elt_);
+  std::memcpy(row(k_.data(), k_row_, layer, dst, pos), row(k_.data(), k_row_, layer, src, pos), k_row_);
+  std::memcpy(row(v_.data(), v_row_, layer, dst, pos), row(v_.data(), v_row_, layer, src, pos), v_row_);
 }
 
 cpu::KvView KvCache::view(int layer, int seq, std::vector<const void*>& blocks) const {
   const auto& t = tables_[seq];
   blocks.resize(2 * t.size());
   for (size_t i = 0; i < t.size(); ++i) {
-    blocks[i] = k_.data() + block_base(t[i], layer, k_dim_) * elt_;
-    blocks[t.size() + i] = v_.data() + block_base(t[i], layer, v_dim_) * elt_;
+    blocks[i] = k_.data() + block_base(t[i], layer, k_row_);
+    blocks[t.size() + i] = v_.data() + block_base(t[i], layer, v_row_);
   }
-  return {blocks.data(), blocks.data() + t.size(), block_size_, k_dim_, v_dim_, type_ == DType::F16};
+  const cpu::KvElem elem = type_ == DType::F16 ? cpu::KvElem::F16 : type_ == DType::Q8_0 ? cpu::KvElem::Q8_0 : cpu::KvElem::F32;
+  return {blocks.data(), blocks.data() + t.size(), block_size_, k_dim_, v_dim_, elem};
 }
 
 }  // namespace sy

@@ -1,4 +1,4 @@
-// Paged K/V cache of f32 or f16 values. Storage is a pool of fixed-size blocks (block_size positions of
+// Paged K/V cache of f32, f16 or q8_0 values. Storage is a pool of fixed-size blocks (block_size positions of
 // every layer's keys and values); each sequence slot owns a block table mapping its
 // positions to blocks. Sequences grow block by block, free their blocks when they end,
 // and cannot touch each other's blocks.
@@ -16,12 +16,18 @@ namespace sy {
 class KvCache {
  public:
   // n_blocks blocks of block_size positions shared by up to n_seq sequence slots.
-  // `type` is F32 (exact) or F16 (half the memory and the bytes attention reads).
+  // `type` is F32 (exact), F16 (half the memory and the bytes attention reads) or Q8_0
+  // (blocks of 32 values with one f16 scale: 34 bytes per 32 values; needs head sizes that
+  // are multiples of 32).
   KvCache(int n_layer, int64_t k_dim, int64_t v_dim, int64_t n_blocks, int64_t block_size, int n_seq,
           DType type = DType::F32);
   // A cache for n_seq sequences of up to n_ctx positions each, fully backed.
   static KvCache contiguous(int n_layer, int64_t k_dim, int64_t v_dim, int64_t n_ctx, int n_seq = 1,
                             DType type = DType::F32);
+
+  // Bytes one position of `dim` values takes in a cache of type t; throws sy::Error for
+  // types a cache cannot hold (or q8_0 rows that are not whole blocks).
+  static size_t row_bytes(DType t, int64_t dim);
 
   DType type() const { return type_; }
   int n_seq() const { return static_cast<int>(tables_.size()); }
@@ -47,23 +53,24 @@ class KvCache {
   // Copies position pos of one layer from sequence src to dst (a shared prompt prefix).
   void copy_position(int layer, int dst, int src, int64_t pos);
   // Direct access to the values of an F32 cache (tests); throws for other types.
-  float* k_row(int layer, int seq, int64_t pos) { return f32(row(k_.data(), k_dim_, layer, seq, pos)); }
-  float* v_row(int layer, int seq, int64_t pos) { return f32(row(v_.data(), v_dim_, layer, seq, pos)); }
+  float* k_row(int layer, int seq, int64_t pos) { return f32(row(k_.data(), k_row_, layer, seq, pos)); }
+  float* v_row(int layer, int seq, int64_t pos) { return f32(row(v_.data(), v_row_, layer, seq, pos)); }
   // Attention view of one layer of one sequence; `blocks` is caller scratch.
   cpu::KvView view(int layer, int seq, std::vector<const void*>& blocks) const;
   size_t bytes() const { return k_bytes_ + v_bytes_; }
 
  private:
-  uint8_t* row(uint8_t* store, int64_t dim, int layer, int seq, int64_t pos) const;
+  uint8_t* row(uint8_t* store, size_t row_bytes, int layer, int seq, int64_t pos) const;
   float* f32(uint8_t* p) const;
-  size_t block_base(int32_t block, int layer, int64_t dim) const {  // in values
-    return (static_cast<size_t>(block) * n_layer_ + layer) * block_size_ * dim;
+  size_t block_base(int32_t block, int layer, size_t row_bytes) const {  // in bytes
+    return (static_cast<size_t>(block) * n_layer_ + layer) * block_size_ * row_bytes;
   }
 
   int n_layer_;
   DType type_;
-  size_t elt_;  // bytes per value
-  int64_t k_dim_, v_dim_, n_blocks_, block_size_, max_positions_;
+  int64_t k_dim_, v_dim_;
+  size_t k_row_, v_row_;  // bytes per position of one layer
+  int64_t n_blocks_, block_size_, max_positions_;
   size_t k_bytes_, v_bytes_;
   HugePageMemory k_, v_;  // streamed by attention: huge pages keep the prefetcher going
   std::vector<std::vector<int32_t>> tables_;  // per sequence: block ids in position order

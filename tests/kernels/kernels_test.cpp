@@ -194,16 +194,20 @@ TEST(Kernels, VectorExpKernelsMatchLibm) {
 }
 
 // Batches of sequences with cached positions `ctx` whose last `n_rows` positions are the
-// query rows, against a double-precision softmax(QK)V.
-void check_attention(const std::vector<int64_t>& ctx, const std::vector<int64_t>& n_rows) {
-  const AttentionShape s{6, 2, 16, 8, 0.25f};
+// query rows, against a double-precision softmax(QK)V over the values as stored (f32, f16
+// or q8_0; q8_0 only where the head sizes are whole blocks).
+void check_attention(const std::vector<int64_t>& ctx, const std::vector<int64_t>& n_rows,
+                     const AttentionShape s = {6, 2, 16, 8, 0.25f}) {
   const int64_t kd = s.n_head_kv * s.head_dim_k, vd = s.n_head_kv * s.head_dim_v, od = s.n_head * s.head_dim_v;
   const int64_t qd = s.n_head * s.head_dim_k, block = 4;
   const int n_seq = static_cast<int>(ctx.size());
-  for (bool f16 : {false, true}) {
-    SCOPED_TRACE(f16 ? "f16 cache" : "f32 cache");
+  const bool q8_fits = s.head_dim_k % kQBlock == 0 && s.head_dim_v % kQBlock == 0;
+  for (KvElem elem : {KvElem::F32, KvElem::F16, KvElem::Q8_0}) {
+    if (elem == KvElem::Q8_0 && !q8_fits) continue;
+    SCOPED_TRACE(elem == KvElem::F32 ? "f32 cache" : elem == KvElem::F16 ? "f16 cache" : "q8_0 cache");
     std::vector<std::vector<float>> kstore, vstore;  // the values as the kernel sees them
     std::vector<std::vector<uint16_t>> kh(n_seq), vh(n_seq);
+    std::vector<std::vector<BlockQ8_0>> kq(n_seq), vq(n_seq);
     std::vector<std::vector<const void*>> kb(n_seq), vb(n_seq);
     std::vector<AttentionRun> runs;
     std::vector<int32_t> pos;
@@ -212,17 +216,32 @@ void check_attention(const std::vector<int64_t>& ctx, const std::vector<int64_t>
       kstore.push_back(random_vec(ctx[i] * kd + block * kd, 10 + i));
       vstore.push_back(random_vec(ctx[i] * vd + block * vd, 20 + i));
       for (auto* st : {&kstore[i], &vstore[i]}) {
-        auto& h = st == &kstore[i] ? kh[i] : vh[i];
+        const bool is_k = st == &kstore[i];
+        auto& h = is_k ? kh[i] : vh[i];
         for (float& x : *st) {
           h.push_back(f32_to_f16(x));
-          if (f16) x = f16_to_f32(h.back());
+          if (elem == KvElem::F16) x = f16_to_f32(h.back());
+        }
+        if (elem == KvElem::Q8_0) {  // quantized row by row, then read back
+          auto& q = is_k ? kq[i] : vq[i];
+          const int64_t dim = is_k ? kd : vd;
+          q.resize(st->size() / kQBlock);
+          for (size_t r = 0; r * dim < st->size(); ++r) {
+            quantize_row_q8_0(st->data() + r * dim, q.data() + r * dim / kQBlock, dim);
+            dequantize_row(DType::Q8_0, q.data() + r * dim / kQBlock, st->data() + r * dim, dim);
+          }
         }
       }
       for (int64_t b = 0; b * block < ctx[i]; ++b) {
-        kb[i].push_back(f16 ? static_cast<const void*>(kh[i].data() + b * block * kd) : kstore[i].data() + b * block * kd);
-        vb[i].push_back(f16 ? static_cast<const void*>(vh[i].data() + b * block * vd) : vstore[i].data() + b * block * vd);
+        auto at = [&](std::vector<float>& f, std::vector<uint16_t>& h, std::vector<BlockQ8_0>& q, int64_t dim) -> const void* {
+          if (elem == KvElem::F16) return h.data() + b * block * dim;
+          if (elem == KvElem::Q8_0) return q.data() + b * block * dim / kQBlock;
+          return f.data() + b * block * dim;
+        };
+        kb[i].push_back(at(kstore[i], kh[i], kq[i], kd));
+        vb[i].push_back(at(vstore[i], vh[i], vq[i], vd));
       }
-      runs.push_back({t0, n_rows[i], KvView{kb[i].data(), vb[i].data(), block, kd, vd, f16}});
+      runs.push_back({t0, n_rows[i], KvView{kb[i].data(), vb[i].data(), block, kd, vd, elem}});
       for (int64_t r = 0; r < n_rows[i]; ++r) pos.push_back(static_cast<int32_t>(ctx[i] - n_rows[i] + r));
       t0 += n_rows[i];
     }
@@ -265,6 +284,14 @@ TEST(Kernels, AttentionSplitOverPositionsMatchesNaive) {
   check_attention({300}, {1});
   check_attention({257, 100}, {2, 1});
   check_attention({200}, {9});
+}
+
+// Heads of whole 32-value blocks, so the q8_0 cache is checked too: decode rows (the q8
+// dot and axpy kernels) and prompt rows (dequantized into the f32 tiles).
+TEST(Kernels, AttentionOverQ8CacheMatchesNaive) {
+  const AttentionShape s{4, 2, 32, 64, 0.15f};
+  check_attention({11, 3, 30}, {3, 1, 12}, s);
+  check_attention({150, 40}, {1, 1}, s);
 }
 
 TEST(Kernels, MatmulMatchesNaiveProduct) {

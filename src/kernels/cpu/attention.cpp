@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/cpu/dot.h"
+#include "kernels/cpu/quantize.h"
 
 namespace sy::cpu {
 namespace {
@@ -14,6 +16,67 @@ constexpr int64_t kMinChunk = 32;     // fewest cached positions worth a task of
 template <class T>
 const T* typed(const void* p) {
   return static_cast<const T*>(p);
+}
+
+// KV head `kv_head`'s part of a cached row of head_dim values per head (q8_0 rows count in
+// blocks of kQBlock values).
+template <class T>
+const T* head_part(const T* row, int64_t kv_head, int64_t head_dim) {
+  if constexpr (std::is_same_v<T, BlockQ8_0>) return row + kv_head * (head_dim / kQBlock);
+  else return row + kv_head * head_dim;
+}
+
+// d values of q8_0 blocks as floats in `out`; returns out.
+const float* dequantize_q8_rows(const BlockQ8_0* row, int64_t d, float* out) {
+  dequantize_row(DType::Q8_0, row, out, d);
+  return out;
+}
+
+// The tile kernels for rows of T. q8_0 rows have none of their own: a block's 4 rows of
+// one head are dequantized into `tmp` (4 x head_dim floats) and go through the f32 tiles,
+// once for all the task's query rows.
+template <class T>
+void dot_tile_rows(const DotKernels& k, const float* q, int64_t q_ld, int64_t nq, const T* const* kr, int nk, int64_t d,
+                   float scale, float* out, int64_t ld, float* tmp) {
+  if constexpr (std::is_same_v<T, BlockQ8_0>) {
+    const float* rows[4];
+    for (int j = 0; j < nk; ++j) rows[j] = dequantize_q8_rows(kr[j], d, tmp + j * d);
+    k.dot_tile(q, q_ld, nq, rows, nk, d, scale, out, ld);
+  } else if constexpr (sizeof(T) == 2) {
+    k.dot_tile_f16(q, q_ld, nq, kr, nk, d, scale, out, ld);
+  } else {
+    k.dot_tile(q, q_ld, nq, kr, nk, d, scale, out, ld);
+  }
+}
+
+template <class T>
+void axpy_tile_rows(const DotKernels& k, const float* w, int64_t ld, int64_t nq, const T* const* vr, int nk, int64_t d,
+                    float* out, int64_t out_ld, float* tmp) {
+  if constexpr (std::is_same_v<T, BlockQ8_0>) {
+    const float* rows[4];
+    for (int j = 0; j < nk; ++j) rows[j] = dequantize_q8_rows(vr[j], d, tmp + j * d);
+    k.axpy_tile(w, ld, nq, rows, nk, d, out, out_ld);
+  } else if constexpr (sizeof(T) == 2) {
+    k.axpy_tile_f16(w, ld, nq, vr, nk, d, out, out_ld);
+  } else {
+    k.axpy_tile(w, ld, nq, vr, nk, d, out, out_ld);
+  }
+}
+
+template <class T>
+void dot_heads_row(const DotKernels& k, const float* q, const T* row, int nh, int group, int64_t d, float scale,
+                   float* out, int64_t out_stride) {
+  if constexpr (std::is_same_v<T, BlockQ8_0>) k.dot_heads_q8(q, row, nh, group, d, scale, out, out_stride);
+  else if constexpr (sizeof(T) == 2) k.dot_heads_f16(q, row, nh, group, d, scale, out, out_stride);
+  else k.dot_heads(q, row, nh, group, d, scale, out, out_stride);
+}
+
+template <class T>
+void axpy_heads_row(const DotKernels& k, const float* w, int64_t w_stride, const T* row, int nh, int group, int64_t d,
+                    float* out) {
+  if constexpr (std::is_same_v<T, BlockQ8_0>) k.axpy_heads_q8(w, w_stride, row, nh, group, d, out);
+  else if constexpr (sizeof(T) == 2) k.axpy_heads_f16(w, w_stride, row, nh, group, d, out);
+  else k.axpy_heads(w, w_stride, row, nh, group, d, out);
 }
 
 // Cached positions [p0, p1) in blocks of up to 4, and for each block every head h:
@@ -28,7 +91,7 @@ void for_position_blocks(const KvView& kv, bool values, int64_t p0, int64_t p1, 
     for (int j = 0; j < nk; ++j) base[j] = typed<T>(values ? kv.v(p + j) : kv.k(p + j));
     for (int h = 0; h < nh; ++h) {
       const T* rows[4];
-      for (int j = 0; j < nk; ++j) rows[j] = base[j] + int64_t{h / group} * head_dim;
+      for (int j = 0; j < nk; ++j) rows[j] = head_part(base[j], h / group, head_dim);
       fn(p, nk, h, rows);
     }
   }
@@ -62,6 +125,10 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
   // all the same, zeroed after the softmax.
   const int64_t rows = task.t1 - task.t0;
   const bool tiled = rows >= 2;
+  // q8_0 tiles: four dequantized rows of one head (reused across tasks of this thread).
+  thread_local std::vector<float> tmp_rows;
+  if (std::is_same_v<T, BlockQ8_0> && tiled) tmp_rows.resize(static_cast<size_t>(4 * std::max(s.head_dim_k, s.head_dim_v)));
+  float* tmp = tmp_rows.data();
   const int64_t dk = s.head_dim_k, dv = s.head_dim_v, row_ld = nh * span;
   int32_t last_pos = 0;
   for (int64_t t = task.t0; t < task.t1; ++t) last_pos = std::max(last_pos, positions[t]);
@@ -70,17 +137,14 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
     for_position_blocks<T>(kv, false, p0, p_end, nh, group, dk, [&](int64_t p, int nk, int h, const T* const* kr) {
       const float* qh = q + task.t0 * q_ld + h * dk;
       float* dst = scores(task.t0) + h * span + p - p0;
-      if constexpr (sizeof(T) == 2) k.dot_tile_f16(qh, q_ld, rows, kr, nk, dk, s.scale, dst, row_ld);
-      else k.dot_tile(qh, q_ld, rows, kr, nk, dk, s.scale, dst, row_ld);
+      dot_tile_rows(k, qh, q_ld, rows, kr, nk, dk, s.scale, dst, row_ld, tmp);
     });
   } else {
     for (int64_t p = p0; p < task.p1; ++p) {
       const T* row = typed<T>(kv.k(p));
       for (int64_t t = task.t0; t < task.t1; ++t) {
         if (p > positions[t]) continue;  // causal: row t sees positions 0..positions[t]
-        const float* qt = q + t * q_ld;
-        if constexpr (sizeof(T) == 2) k.dot_heads_f16(qt, row, nh, group, dk, s.scale, scores(t) + p - p0, span);
-        else k.dot_heads(qt, row, nh, group, dk, s.scale, scores(t) + p - p0, span);
+        dot_heads_row(k, q + t * q_ld, row, nh, group, dk, s.scale, scores(t) + p - p0, span);
       }
     }
   }
@@ -105,8 +169,7 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
     for_position_blocks<T>(kv, true, p0, p_end, nh, group, dv, [&](int64_t p, int nk, int h, const T* const* vr) {
       const float* w = scores(task.t0) + h * span + p - p0;
       float* dst = out_row(task.t0) + h * dv;
-      if constexpr (sizeof(T) == 2) k.axpy_tile_f16(w, row_ld, rows, vr, nk, dv, dst, o_ld);
-      else k.axpy_tile(w, row_ld, rows, vr, nk, dv, dst, o_ld);
+      axpy_tile_rows(k, w, row_ld, rows, vr, nk, dv, dst, o_ld, tmp);
     });
     return;
   }
@@ -114,8 +177,7 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
     const T* row = typed<T>(kv.v(p));
     for (int64_t t = task.t0; t < task.t1; ++t) {
       if (p > positions[t]) continue;
-      if constexpr (sizeof(T) == 2) k.axpy_heads_f16(scores(t) + p - p0, span, row, nh, group, dv, out_row(t));
-      else k.axpy_heads(scores(t) + p - p0, span, row, nh, group, dv, out_row(t));
+      axpy_heads_row(k, scores(t) + p - p0, span, row, nh, group, dv, out_row(t));
     }
   }
 }
@@ -184,8 +246,11 @@ void attention(const float* q, int64_t q_ld, const int32_t* positions, const std
     const int64_t o_ld = whole ? out_ld : s.n_head * s.head_dim_v;
     float* pm = whole ? nullptr : part_max(task.part);
     float* ps = whole ? nullptr : part_sum(task.part);
-    if (kv.f16) run_task<uint16_t>(task, q, q_ld, positions, kv, s, o, o_ld, pm, ps, sc);
-    else run_task<float>(task, q, q_ld, positions, kv, s, o, o_ld, pm, ps, sc);
+    switch (kv.elem) {
+      case KvElem::F16: run_task<uint16_t>(task, q, q_ld, positions, kv, s, o, o_ld, pm, ps, sc); break;
+      case KvElem::Q8_0: run_task<BlockQ8_0>(task, q, q_ld, positions, kv, s, o, o_ld, pm, ps, sc); break;
+      default: run_task<float>(task, q, q_ld, positions, kv, s, o, o_ld, pm, ps, sc);
+    }
   });
 
   // Chunks of one row block: out = sum_c e^(m_c - M) o_c / sum_c e^(m_c - M) s_c.

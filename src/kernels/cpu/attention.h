@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/dtype.h"
 #include "base/thread_pool.h"
 
 namespace sy::cpu {
@@ -17,23 +18,29 @@ struct AttentionShape {
   float scale = 1.0f;
 };
 
-// One sequence's cached keys and values in fixed-size blocks of f32 or f16 values:
-// position p's keys (n_head_kv * head_dim_k values) start k_ld values into row p % block_size
-// of block k_blocks[p / block_size].
+// How cached values are stored: f32, f16, or q8_0 blocks (BlockQ8_0: 32 int8 values and
+// an f16 scale; head sizes are then multiples of 32).
+enum class KvElem { F32, F16, Q8_0 };
+
+// One sequence's cached keys and values in fixed-size blocks: position p's keys
+// (n_head_kv * head_dim_k values) are row p % block_size of block k_blocks[p / block_size],
+// rows of k_ld values each.
 struct KvView {
   const void* const* k_blocks;
   const void* const* v_blocks;
   int64_t block_size;
   int64_t k_ld;
   int64_t v_ld;
-  bool f16 = false;
+  KvElem elem = KvElem::F32;
 
   const void* k(int64_t p) const { return at(k_blocks, k_ld, p); }
   const void* v(int64_t p) const { return at(v_blocks, v_ld, p); }
 
  private:
   const void* at(const void* const* blocks, int64_t ld, int64_t p) const {
-    return static_cast<const uint8_t*>(blocks[p / block_size]) + (p % block_size) * ld * (f16 ? 2 : 4);
+    const int64_t row = elem == KvElem::Q8_0 ? ld / kQBlock * static_cast<int64_t>(sizeof(BlockQ8_0))
+                                             : ld * (elem == KvElem::F16 ? 2 : 4);
+    return static_cast<const uint8_t*>(blocks[p / block_size]) + (p % block_size) * row;
   }
 };
 

@@ -31,6 +31,12 @@ struct DotKernels {
                         int64_t out_stride);
   void (*axpy_heads_f16)(const float* w, int64_t w_stride, const uint16_t* row, int nh, int group, int64_t d,
                          float* out);
+  // The same over rows of q8_0 blocks (a q8_0 KV cache; d a multiple of 32): the values
+  // are dequantized inside the dot and the axpy.
+  void (*dot_heads_q8)(const float* q, const BlockQ8_0* row, int nh, int group, int64_t d, float scale, float* out,
+                       int64_t out_stride);
+  void (*axpy_heads_q8)(const float* w, int64_t w_stride, const BlockQ8_0* row, int nh, int group, int64_t d,
+                        float* out);
   // Tiles for a block of query rows of one sequence (prefill), one head at a time: each
   // key or value row is loaded once per 2 query rows instead of once per row, and a score
   // costs a share of one horizontal sum per 8 scores instead of one each.

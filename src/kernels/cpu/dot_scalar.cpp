@@ -75,6 +75,29 @@ void axpy_heads(const float* w, int64_t w_stride, const T* row, int nh, int grou
   }
 }
 
+// Value i of a row of q8_0 blocks.
+float q8_value(const BlockQ8_0* row, int64_t i) {
+  const BlockQ8_0& b = row[i / kQBlock];
+  return f16_to_f32(b.d) * static_cast<float>(b.q[i % kQBlock]);
+}
+
+void dot_heads_q8(const float* q, const BlockQ8_0* row, int nh, int group, int64_t d, float scale, float* out,
+                  int64_t out_stride) {
+  for (int h = 0; h < nh; ++h) {
+    const BlockQ8_0* kr = row + int64_t{h / group} * (d / kQBlock);
+    float s = 0.0f;
+    for (int64_t i = 0; i < d; ++i) s += q8_value(kr, i) * q[h * d + i];
+    out[h * out_stride] = s * scale;
+  }
+}
+
+void axpy_heads_q8(const float* w, int64_t w_stride, const BlockQ8_0* row, int nh, int group, int64_t d, float* out) {
+  for (int h = 0; h < nh; ++h) {
+    const BlockQ8_0* vr = row + int64_t{h / group} * (d / kQBlock);
+    for (int64_t i = 0; i < d; ++i) out[h * d + i] += w[h * w_stride] * q8_value(vr, i);
+  }
+}
+
 template <class T>
 void dot_tile(const float* q, int64_t q_ld, int64_t nq, const T* const* k, int nk, int64_t d, float scale, float* out,
               int64_t ld) {
@@ -114,6 +137,8 @@ const DotKernels& dot_kernels_scalar() {
                             axpy_heads<float>,
                             dot_heads<uint16_t>,
                             axpy_heads<uint16_t>,
+                            dot_heads_q8,
+                            axpy_heads_q8,
                             dot_tile<float>,
                             axpy_tile<float>,
                             dot_tile<uint16_t>,
