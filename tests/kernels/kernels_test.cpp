@@ -169,6 +169,38 @@ TEST(Kernels, HeadKernelsMatchScalar) {
   }
 }
 
+// The q8_0 forms (a q8_0 KV cache) against sums over the dequantized values, on heads of
+// one and of several blocks, with grouped KV heads.
+TEST(Kernels, Q8HeadKernelsMatchDequantizedSums) {
+  for (int64_t d : {32, 128}) {
+    for (int group : {1, 4}) {
+      const int nh = 8, nkv = nh / group;
+      const int64_t stride = 11;
+      const auto vals = random_vec(nkv * d, 16), q = random_vec(nh * d, 17), w = random_vec(nh * stride, 18);
+      std::vector<BlockQ8_0> row(nkv * d / kQBlock);
+      quantize_row_q8_0(vals.data(), row.data(), nkv * d);
+      std::vector<float> deq(nkv * d);
+      dequantize_row(DType::Q8_0, row.data(), deq.data(), nkv * d);
+      for (const DotKernels* kk : {&dot_kernels(), &dot_kernels_scalar()}) {
+        SCOPED_TRACE(std::string(kk->isa) + " d " + std::to_string(d) + " group " + std::to_string(group));
+        std::vector<float> back(nkv * d);
+        kk->q8_to_f32(row.data(), back.data(), nkv * d);
+        EXPECT_EQ(back, deq);
+        std::vector<float> a(nh * stride);
+        kk->dot_heads_q8(q.data(), row.data(), nh, group, d, 0.5f, a.data(), stride);
+        std::vector<float> o(nh * d, 1.0f);
+        kk->axpy_heads_q8(w.data(), stride, row.data(), nh, group, d, o.data());
+        for (int h = 0; h < nh; ++h) {
+          double want = 0;
+          for (int64_t i = 0; i < d; ++i) want += double{q[h * d + i]} * deq[h / group * d + i];
+          EXPECT_NEAR(a[h * stride], 0.5 * want, 1e-4 * d);
+          for (int64_t i = 0; i < d; ++i) EXPECT_NEAR(o[h * d + i], 1.0f + w[h * stride] * deq[h / group * d + i], 1e-5);
+        }
+      }
+    }
+  }
+}
+
 // The vector exp of the dispatched softmax and SwiGLU against libm, over the range a
 // softmax or a gate sees, including values that underflow.
 TEST(Kernels, VectorExpKernelsMatchLibm) {

@@ -5,7 +5,6 @@
 #include <type_traits>
 
 #include "kernels/cpu/dot.h"
-#include "kernels/cpu/quantize.h"
 
 namespace sy::cpu {
 namespace {
@@ -26,41 +25,20 @@ const T* head_part(const T* row, int64_t kv_head, int64_t head_dim) {
   else return row + kv_head * head_dim;
 }
 
-// d values of q8_0 blocks as floats in `out`; returns out.
-const float* dequantize_q8_rows(const BlockQ8_0* row, int64_t d, float* out) {
-  dequantize_row(DType::Q8_0, row, out, d);
-  return out;
-}
-
-// The tile kernels for rows of T. q8_0 rows have none of their own: a block's 4 rows of
-// one head are dequantized into `tmp` (4 x head_dim floats) and go through the f32 tiles,
-// once for all the task's query rows.
+// The tile kernels for rows of T (f32 or f16; prompt rows over a q8_0 cache read an f32
+// copy, see attention()).
 template <class T>
 void dot_tile_rows(const DotKernels& k, const float* q, int64_t q_ld, int64_t nq, const T* const* kr, int nk, int64_t d,
-                   float scale, float* out, int64_t ld, float* tmp) {
-  if constexpr (std::is_same_v<T, BlockQ8_0>) {
-    const float* rows[4];
-    for (int j = 0; j < nk; ++j) rows[j] = dequantize_q8_rows(kr[j], d, tmp + j * d);
-    k.dot_tile(q, q_ld, nq, rows, nk, d, scale, out, ld);
-  } else if constexpr (sizeof(T) == 2) {
-    k.dot_tile_f16(q, q_ld, nq, kr, nk, d, scale, out, ld);
-  } else {
-    k.dot_tile(q, q_ld, nq, kr, nk, d, scale, out, ld);
-  }
+                   float scale, float* out, int64_t ld) {
+  if constexpr (sizeof(T) == 2) k.dot_tile_f16(q, q_ld, nq, kr, nk, d, scale, out, ld);
+  else k.dot_tile(q, q_ld, nq, kr, nk, d, scale, out, ld);
 }
 
 template <class T>
 void axpy_tile_rows(const DotKernels& k, const float* w, int64_t ld, int64_t nq, const T* const* vr, int nk, int64_t d,
-                    float* out, int64_t out_ld, float* tmp) {
-  if constexpr (std::is_same_v<T, BlockQ8_0>) {
-    const float* rows[4];
-    for (int j = 0; j < nk; ++j) rows[j] = dequantize_q8_rows(vr[j], d, tmp + j * d);
-    k.axpy_tile(w, ld, nq, rows, nk, d, out, out_ld);
-  } else if constexpr (sizeof(T) == 2) {
-    k.axpy_tile_f16(w, ld, nq, vr, nk, d, out, out_ld);
-  } else {
-    k.axpy_tile(w, ld, nq, vr, nk, d, out, out_ld);
-  }
+                    float* out, int64_t out_ld) {
+  if constexpr (sizeof(T) == 2) k.axpy_tile_f16(w, ld, nq, vr, nk, d, out, out_ld);
+  else k.axpy_tile(w, ld, nq, vr, nk, d, out, out_ld);
 }
 
 template <class T>
@@ -124,11 +102,9 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
   // +7-9% (in-process A/B). Rows that do not see a position of a block get scores there
   // all the same, zeroed after the softmax.
   const int64_t rows = task.t1 - task.t0;
-  const bool tiled = rows >= 2;
-  // q8_0 tiles: four dequantized rows of one head (reused across tasks of this thread).
-  thread_local std::vector<float> tmp_rows;
-  if (std::is_same_v<T, BlockQ8_0> && tiled) tmp_rows.resize(static_cast<size_t>(4 * std::max(s.head_dim_k, s.head_dim_v)));
-  float* tmp = tmp_rows.data();
+  // q8_0 rows have no tile kernels: a q8_0 task of several rows (attention() gives prompt
+  // rows an f32 copy instead) goes row by row.
+  const bool tiled = rows >= 2 && !std::is_same_v<T, BlockQ8_0>;
   const int64_t dk = s.head_dim_k, dv = s.head_dim_v, row_ld = nh * span;
   int32_t last_pos = 0;
   for (int64_t t = task.t0; t < task.t1; ++t) last_pos = std::max(last_pos, positions[t]);
@@ -137,7 +113,7 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
     for_position_blocks<T>(kv, false, p0, p_end, nh, group, dk, [&](int64_t p, int nk, int h, const T* const* kr) {
       const float* qh = q + task.t0 * q_ld + h * dk;
       float* dst = scores(task.t0) + h * span + p - p0;
-      dot_tile_rows(k, qh, q_ld, rows, kr, nk, dk, s.scale, dst, row_ld, tmp);
+      if constexpr (!std::is_same_v<T, BlockQ8_0>) dot_tile_rows(k, qh, q_ld, rows, kr, nk, dk, s.scale, dst, row_ld);
     });
   } else {
     for (int64_t p = p0; p < task.p1; ++p) {
@@ -169,7 +145,7 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
     for_position_blocks<T>(kv, true, p0, p_end, nh, group, dv, [&](int64_t p, int nk, int h, const T* const* vr) {
       const float* w = scores(task.t0) + h * span + p - p0;
       float* dst = out_row(task.t0) + h * dv;
-      axpy_tile_rows(k, w, row_ld, rows, vr, nk, dv, dst, o_ld, tmp);
+      if constexpr (!std::is_same_v<T, BlockQ8_0>) axpy_tile_rows(k, w, row_ld, rows, vr, nk, dv, dst, o_ld);
     });
     return;
   }
@@ -182,7 +158,58 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
   }
 }
 
+// Prompt rows (runs of 2 or more rows) over a q8_0 cache read an f32 copy of the positions
+// they see, dequantized once per call across the threads, so that the tile kernels run on
+// it; dequantizing in every tile redid each cached row for every task of 8 rows (prefill of
+// 512 tokens: softmax(QK)V 415-453 ms against 150-164 over f16). Returns `runs` itself when
+// no run needs a copy. Decode rows keep reading the q8_0 cache.
+const std::vector<AttentionRun>& with_f32_prompts(const std::vector<AttentionRun>& runs, const int32_t* positions,
+                                                  ThreadPool& pool, AttentionScratch& scratch) {
+  if (std::none_of(runs.begin(), runs.end(), [](const AttentionRun& r) { return r.kv.elem == KvElem::Q8_0 && r.n >= 2; }))
+    return runs;
+  std::vector<AttentionRun>& out = scratch.f32_runs();
+  std::vector<int64_t> span(runs.size(), 0), offset(runs.size(), 0);
+  size_t total = 0;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    if (runs[r].kv.elem != KvElem::Q8_0 || runs[r].n < 2) continue;
+    for (int64_t t = runs[r].t0; t < runs[r].t0 + runs[r].n; ++t) span[r] = std::max<int64_t>(span[r], positions[t] + 1);
+    offset[r] = static_cast<int64_t>(total);
+    total += static_cast<size_t>(span[r] * (runs[r].kv.k_ld + runs[r].kv.v_ld));
+  }
+  float* values = scratch.f32_values(total);
+  std::vector<const void*>& blocks = scratch.f32_blocks();
+  blocks.assign(2 * runs.size(), nullptr);
+  out = runs;
+  std::vector<std::pair<size_t, int64_t>> chunks;  // (run, first position) of 64 positions
+  for (size_t r = 0; r < runs.size(); ++r) {
+    if (span[r] == 0) continue;
+    const KvView& kv = runs[r].kv;
+    float* k = values + offset[r];
+    blocks[2 * r] = k;
+    blocks[2 * r + 1] = k + span[r] * kv.k_ld;
+    out[r].kv = KvView{&blocks[2 * r], &blocks[2 * r + 1], span[r], kv.k_ld, kv.v_ld, KvElem::F32};
+    for (int64_t p = 0; p < span[r]; p += 64) chunks.push_back({r, p});
+  }
+  const auto to_f32 = dot_kernels().q8_to_f32;
+  pool.parallel_for(static_cast<int64_t>(chunks.size()), [&](int64_t i, int) {
+    const auto [r, p0] = chunks[i];
+    const KvView& kv = runs[r].kv;
+    float* k = values + offset[r];
+    float* v = k + span[r] * kv.k_ld;
+    for (int64_t p = p0; p < std::min(span[r], p0 + 64); ++p) {
+      to_f32(static_cast<const BlockQ8_0*>(kv.k(p)), k + p * kv.k_ld, kv.k_ld);
+      to_f32(static_cast<const BlockQ8_0*>(kv.v(p)), v + p * kv.v_ld, kv.v_ld);
+    }
+  });
+  return out;
+}
+
 }  // namespace
+
+float* AttentionScratch::f32_values(size_t n) {
+  if (f32_values_.size() < n) f32_values_.resize(n);
+  return f32_values_.data();
+}
 
 float* AttentionScratch::parts(size_t n) {
   if (parts_.size() < n) parts_.resize(n);
@@ -195,8 +222,9 @@ float* AttentionScratch::scores(int thread, size_t n) {
   return v.data();
 }
 
-void attention(const float* q, int64_t q_ld, const int32_t* positions, const std::vector<AttentionRun>& runs,
+void attention(const float* q, int64_t q_ld, const int32_t* positions, const std::vector<AttentionRun>& runs_in,
                const AttentionShape& s, float* out, int64_t out_ld, ThreadPool& pool, AttentionScratch& scratch) {
+  const std::vector<AttentionRun>& runs = with_f32_prompts(runs_in, positions, pool, scratch);
   // Tasks of up to kRowsPerTask rows of one sequence. When there are too few to keep the
   // threads busy (decode of a few sequences), each row block's cached positions are split
   // into chunks too (split-K, as flash-decoding does), never its heads: every task keeps

@@ -74,8 +74,16 @@ class AttentionScratch {
   float* scores(int thread, size_t n);
   // At least n floats for the partial results of one call.
   float* parts(size_t n);
+  // Prompt rows over a q8_0 cache: the runs with their f32 copies, the copies (at least n
+  // floats) and their block pointers.
+  std::vector<AttentionRun>& f32_runs() { return f32_runs_; }
+  float* f32_values(size_t n);
+  std::vector<const void*>& f32_blocks() { return f32_blocks_; }
 
  private:
+  std::vector<AttentionRun> f32_runs_;
+  std::vector<float> f32_values_;
+  std::vector<const void*> f32_blocks_;
   std::vector<Task> tasks_;
   std::vector<Merge> merges_;
   std::vector<std::vector<float>> scores_;

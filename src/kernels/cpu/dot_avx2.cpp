@@ -362,6 +362,14 @@ SY_AVX2 void to_f16(const float* x, uint16_t* y, int64_t n) {
   for (; i < n; ++i) y[i] = f32_to_f16(x[i]);
 }
 
+SY_AVX2 void q8_to_f32(const BlockQ8_0* x, float* y, int64_t n) {
+  for (int64_t b = 0; b < n / kQBlock; ++b) {
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(x[b].d));
+#pragma GCC unroll 4
+    for (int j = 0; j < kQBlock; j += 8) _mm256_storeu_ps(y + b * kQBlock + j, _mm256_mul_ps(d, load8_q8(x[b].q + j)));
+  }
+}
+
 }  // namespace
 
 const DotKernels* dot_kernels_avx2() {
@@ -388,7 +396,8 @@ const DotKernels* dot_kernels_avx2() {
                             axpy_tile<uint16_t>,
                             exp_minus_max,
                             swiglu,
-                            to_f16};
+                            to_f16,
+                            q8_to_f32};
   return &k;
 }
 

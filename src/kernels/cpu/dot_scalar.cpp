@@ -123,6 +123,10 @@ void to_f16(const float* x, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = f32_to_f16(x[i]);
 }
 
+void q8_to_f32(const BlockQ8_0* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = q8_value(x, i);
+}
+
 }  // namespace
 
 const DotKernels& dot_kernels_scalar() {
@@ -145,7 +149,8 @@ const DotKernels& dot_kernels_scalar() {
                             axpy_tile<uint16_t>,
                             exp_minus_max_f32,
                             swiglu,
-                            to_f16};
+                            to_f16,
+                            q8_to_f32};
   return k;
 }
 
