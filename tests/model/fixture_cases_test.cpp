@@ -12,6 +12,7 @@
 #include "model/model.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "support/greedy.h"
 #include "support/shared_data.h"
 
 namespace sy {
@@ -109,14 +110,7 @@ TEST_P(FixtureCase, MatchesLlamaCpp) {
 
   // Greedy continuation, one token at a time through the KV cache.
   const auto expected = c["greedy_next"].get<std::vector<int32_t>>();
-  Session g(*model, pool, all.value("n_ctx", 512));
-  g.eval(tokens);
-  std::vector<int32_t> got;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    got.push_back(argmax(g.logits(), n_vocab));
-    if (i + 1 < expected.size()) g.eval({got.back()});
-  }
-  EXPECT_EQ(got, expected);
+  EXPECT_EQ(test::greedy_continuation(*model, pool, all.value("n_ctx", 512), tokens, expected.size()), expected);
 }
 
 std::vector<CaseRef> all_cases() {

@@ -9,8 +9,8 @@
 #include "base/error.h"
 #include "model/model.h"
 #include "model/synth.h"
-#include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "support/greedy.h"
 #include "support/shared_data.h"
 #include "support/temp_file.h"
 
@@ -57,14 +57,8 @@ TEST_P(KvCacheTypes, TrainedModelStaysCloseToTheF32Reference) {
     }
     // Greedy continuation one token at a time through the cache.
     const auto expected = c["greedy_next"].get<std::vector<int32_t>>();
-    Session g(*model, pool, all.value("n_ctx", 512));
-    g.eval(tokens);
-    std::vector<int32_t> got;
-    for (size_t i = 0; i < expected.size(); ++i) {
-      got.push_back(argmax(g.logits(), n_vocab));
-      if (i + 1 < expected.size()) g.eval({got.back()});
-    }
-    EXPECT_EQ(got, expected) << c["name"];
+    EXPECT_EQ(test::greedy_continuation(*model, pool, all.value("n_ctx", 512), tokens, expected.size()), expected)
+        << c["name"];
   }
   std::printf("%s cache: worst relative logit difference %.2e\n", dtype_name(kc.type).c_str(), worst);
   RecordProperty("max_rel_diff", std::to_string(worst));
