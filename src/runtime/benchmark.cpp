@@ -413,7 +413,7 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt, const 
 
   // Model file + the largest KV cache used (the batched decode) for comparison.
   size_t kv = 0;
-  const size_t kv_pos = h.n_layer * (KvCache::row_bytes(model.kv_type(), h.k_dim()) + KvCache::row_bytes(model.kv_type(), h.v_dim()));
+  const size_t kv_pos = KvCache::position_bytes(model.kv_type(), h.n_layer, h.k_dim(), h.v_dim());
   for (int B : opt.batches) kv = std::max(kv, static_cast<size_t>(B) * (opt.batch_prompt + opt.gen + 1) * kv_pos);
   kv = std::max(kv, static_cast<size_t>(opt.prompt) * kv_pos);
   out["peak_rss_bytes"] = peak_rss_bytes();

@@ -27,8 +27,8 @@ EngineConfig resolve_engine_config(const Model& model, EngineConfig c) {
   if (c.block_size < 1 || c.block_size > 4096) throw Error("--kv-block-size must be in 1..4096");
   if (c.ctx_size <= 0) c.ctx_size = std::min<int64_t>(hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096, 4096);
   if (c.ctx_size < 2) throw Error("--ctx-size must be at least 2");
-  const auto bytes_per_pos = static_cast<int64_t>(
-      hp.n_layer * (KvCache::row_bytes(model.kv_type(), hp.k_dim()) + KvCache::row_bytes(model.kv_type(), hp.v_dim())));
+  const auto bytes_per_pos =
+      static_cast<int64_t>(KvCache::position_bytes(model.kv_type(), hp.n_layer, hp.k_dim(), hp.v_dim()));
   if (c.kv_tokens <= 0) {
     const int64_t cap =
         std::max<int64_t>(c.ctx_size, (int64_t{2} << 30) / std::max<int64_t>(1, bytes_per_pos));

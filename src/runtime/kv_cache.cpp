@@ -20,17 +20,19 @@ size_t store_bytes(int n_layer, size_t row_bytes, int64_t n_blocks, int64_t bloc
 
 size_t KvCache::row_bytes(DType t, int64_t dim) {
   if (dim <= 0) throw Error("KV cache: sizes must be positive");
+  if (t == DType::Q8_0 && dim % kQBlock != 0) {
+    throw Error("KV cache type q8_0 needs rows of whole 32-value blocks, but a row here has " + std::to_string(dim) +
+                " values; use f16 or f32");
+  }
+  return static_cast<size_t>(cpu::kv_row_bytes(elem(t), dim));
+}
+
+cpu::KvElem KvCache::elem(DType t) {
   switch (t) {
-    case DType::F32: return static_cast<size_t>(dim) * 4;
-    case DType::F16: return static_cast<size_t>(dim) * 2;
-    case DType::Q8_0:
-      if (dim % kQBlock != 0) {
-        throw Error("KV cache type q8_0 needs rows of whole 32-value blocks, but a row here has " +
-                    std::to_string(dim) + " values; use f16 or f32");
-      }
-      return static_cast<size_t>(dim / kQBlock) * sizeof(BlockQ8_0);
-    default:
-      throw Error("KV cache type " + dtype_name(t) + " is not supported; use f32, f16 or q8_0");
+    case DType::F32: return cpu::KvElem::F32;
+    case DType::F16: return cpu::KvElem::F16;
+    case DType::Q8_0: return cpu::KvElem::Q8_0;
+    default: throw Error("KV cache type " + dtype_name(t) + " is not supported; use f32, f16 or q8_0");
   }
 }
 
@@ -121,8 +123,7 @@ cpu::KvView KvCache::view(int layer, int seq, std::vector<const void*>& blocks) 
     blocks[i] = k_.data() + block_base(t[i], layer, k_row_);
     blocks[t.size() + i] = v_.data() + block_base(t[i], layer, v_row_);
   }
-  const cpu::KvElem elem = type_ == DType::F16 ? cpu::KvElem::F16 : type_ == DType::Q8_0 ? cpu::KvElem::Q8_0 : cpu::KvElem::F32;
-  return {blocks.data(), blocks.data() + t.size(), block_size_, k_dim_, v_dim_, elem};
+  return {blocks.data(), blocks.data() + t.size(), block_size_, k_dim_, v_dim_, elem(type_)};
 }
 
 }  // namespace sy

@@ -28,6 +28,12 @@ class KvCache {
   // Bytes one position of `dim` values takes in a cache of type t; throws sy::Error for
   // types a cache cannot hold (or q8_0 rows that are not whole blocks).
   static size_t row_bytes(DType t, int64_t dim);
+  // Bytes one position takes over all layers (keys and values).
+  static size_t position_bytes(DType t, int n_layer, int64_t k_dim, int64_t v_dim) {
+    return static_cast<size_t>(n_layer) * (row_bytes(t, k_dim) + row_bytes(t, v_dim));
+  }
+  // The attention kernels' name for a cache type (F32, F16 or Q8_0).
+  static cpu::KvElem elem(DType t);
 
   DType type() const { return type_; }
   int n_seq() const { return static_cast<int>(tables_.size()); }

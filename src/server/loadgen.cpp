@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -198,6 +197,7 @@ RunReport Loadgen::run(const std::string& label, double rate, int concurrency) {
 
   RunReport rep;
   rep.label = label;
+  rep.name = label;  // run_all() keeps the name without the round
   rep.rate = concurrency > 0 ? 0 : rate;
   rep.concurrency = concurrency;
   rep.requests = static_cast<int>(items.size());
@@ -234,8 +234,9 @@ std::vector<RunReport> Loadgen::run_all() {
   std::vector<RunReport> runs;
   for (int round = 0; round < cfg_.rounds; ++round) {
     const std::string prefix = cfg_.rounds > 1 ? "r" + std::to_string(round + 1) + " " : "";
-    auto add = [&](const std::string& label, double rate, int concurrency) {
-      runs.push_back(run(prefix + label, rate, concurrency));
+    auto add = [&](const std::string& name, double rate, int concurrency) {
+      runs.push_back(run(prefix + name, rate, concurrency));
+      runs.back().name = name;
       runs.back().round = round;
     };
     if (cfg_.baseline) add("baseline", 0, 1);
@@ -247,16 +248,10 @@ std::vector<RunReport> Loadgen::run_all() {
 
 namespace {
 
-std::string without_round(const std::string& label) {
-  return label.size() > 1 && label[0] == 'r' && std::isdigit(static_cast<unsigned char>(label[1]))
-             ? label.substr(label.find(' ') + 1)
-             : label;
-}
-
 // Output tokens/s of the baseline run (one request at a time) of `round`, 0 when there is none.
 double baseline_throughput(const std::vector<RunReport>& runs, int round) {
   for (const auto& r : runs) {
-    if (r.round == round && without_round(r.label) == "baseline") return r.output_tokens_per_s;
+    if (r.round == round && r.name == "baseline") return r.output_tokens_per_s;
   }
   return 0;
 }
@@ -266,11 +261,10 @@ double baseline_throughput(const std::vector<RunReport>& runs, int round) {
 std::vector<Loadgen::RatioSummary> Loadgen::ratios_to_baseline(const std::vector<RunReport>& runs) {
   std::vector<RatioSummary> out;
   for (const auto& r : runs) {
-    const std::string label = without_round(r.label);
     const double base = baseline_throughput(runs, r.round);
-    if (label == "baseline" || base <= 0) continue;
-    auto it = std::find_if(out.begin(), out.end(), [&](const RatioSummary& s) { return s.label == label; });
-    if (it == out.end()) it = out.insert(out.end(), RatioSummary{label, {}, 0, 0, 0});
+    if (r.name == "baseline" || base <= 0) continue;
+    auto it = std::find_if(out.begin(), out.end(), [&](const RatioSummary& s) { return s.label == r.name; });
+    if (it == out.end()) it = out.insert(out.end(), RatioSummary{r.name, {}, 0, 0, 0});
     it->ratios.push_back(r.output_tokens_per_s / base);
   }
   for (auto& s : out) {

@@ -44,8 +44,9 @@ struct Summary {
 };
 
 struct RunReport {
-  std::string label;
-  int round = 0;        // 0-based; the label carries it when there are several rounds
+  std::string label;     // name, prefixed with "rN " when there are several rounds
+  std::string name;      // "baseline", "concurrency 16", "rate 2", ...
+  int round = 0;         // 0-based
   double rate = 0;      // requests/s offered (0: closed loop)
   int concurrency = 0;  // closed loop clients (0: open loop)
   int requests = 0, completed = 0, failed = 0;

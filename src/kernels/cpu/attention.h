@@ -22,6 +22,12 @@ struct AttentionShape {
 // an f16 scale; head sizes are then multiples of 32).
 enum class KvElem { F32, F16, Q8_0 };
 
+// Bytes of `values` cached values (whole blocks for q8_0).
+inline int64_t kv_row_bytes(KvElem e, int64_t values) {
+  if (e == KvElem::Q8_0) return values / kQBlock * static_cast<int64_t>(sizeof(BlockQ8_0));
+  return values * (e == KvElem::F16 ? 2 : 4);
+}
+
 // One sequence's cached keys and values in fixed-size blocks: position p's keys
 // (n_head_kv * head_dim_k values) are row p % block_size of block k_blocks[p / block_size],
 // rows of k_ld values each.
@@ -38,9 +44,7 @@ struct KvView {
 
  private:
   const void* at(const void* const* blocks, int64_t ld, int64_t p) const {
-    const int64_t row = elem == KvElem::Q8_0 ? ld / kQBlock * static_cast<int64_t>(sizeof(BlockQ8_0))
-                                             : ld * (elem == KvElem::F16 ? 2 : 4);
-    return static_cast<const uint8_t*>(blocks[p / block_size]) + (p % block_size) * row;
+    return static_cast<const uint8_t*>(blocks[p / block_size]) + (p % block_size) * kv_row_bytes(elem, ld);
   }
 };
 

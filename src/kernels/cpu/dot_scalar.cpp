@@ -2,6 +2,7 @@
 #include "kernels/cpu/dot.h"
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/quantize.h"
 
 namespace sy::cpu {
 namespace {
@@ -123,9 +124,7 @@ void to_f16(const float* x, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = f32_to_f16(x[i]);
 }
 
-void q8_to_f32(const BlockQ8_0* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = q8_value(x, i);
-}
+void q8_to_f32(const BlockQ8_0* x, float* y, int64_t n) { dequantize_row(DType::Q8_0, x, y, n); }
 
 }  // namespace
 
