@@ -107,6 +107,20 @@ std::vector<WorkItem> make_workload(const LoadgenConfig& cfg, int32_t n_vocab, d
   return items;
 }
 
+double tokens_received_by(const std::vector<RequestTiming>& requests, double t) {
+  double n = 0;
+  for (const RequestTiming& r : requests) {
+    const double first = r.start + r.ttft, last = r.start + r.end;
+    if (r.tokens <= 0 || first > t) continue;
+    if (last <= t || last <= first) {
+      n += static_cast<double>(r.tokens);
+    } else {
+      n += 1 + static_cast<double>(r.tokens - 1) * (t - first) / (last - first);
+    }
+  }
+  return n;
+}
+
 Summary summarize(std::vector<double> v) {
   Summary s;
   if (v.empty()) return s;
@@ -167,6 +181,8 @@ RunReport Loadgen::run(const std::string& label, double rate, int concurrency) {
       std::fprintf(stderr, "\r  %s: %d/%zu done\n", label.c_str(), finished.load(), items.size());
     });
   }
+  // Closed loop: when the first client found no request left (the end of the steady part).
+  std::atomic<double> exhausted{std::numeric_limits<double>::infinity()};
   if (concurrency > 0) {
     std::atomic<size_t> next{0};
     std::vector<std::thread> clients;
@@ -175,6 +191,9 @@ RunReport Loadgen::run(const std::string& label, double rate, int concurrency) {
         for (size_t i; (i = next++) < items.size();) {
           results[i] = send_one(cfg_.endpoint, model_, items[i], start);
           finished++;
+        }
+        const double t = since(start);
+        for (double cur = exhausted.load(); t < cur && !exhausted.compare_exchange_weak(cur, t);) {
         }
       });
     }
@@ -202,6 +221,7 @@ RunReport Loadgen::run(const std::string& label, double rate, int concurrency) {
   rep.concurrency = concurrency;
   rep.requests = static_cast<int>(items.size());
   std::vector<double> ttft, tpot, e2e;
+  std::vector<RequestTiming> timings;
   int64_t out_tokens = 0, in_tokens = 0;
   double last_end = 0;
   for (const auto& r : results) {
@@ -212,6 +232,7 @@ RunReport Loadgen::run(const std::string& label, double rate, int concurrency) {
       continue;
     }
     rep.completed++;
+    timings.push_back({r.start, r.ttft, r.end, r.out_tokens});
     out_tokens += r.out_tokens;
     in_tokens += r.in_tokens;
     ttft.push_back(r.ttft * 1e3);
@@ -223,6 +244,10 @@ RunReport Loadgen::run(const std::string& label, double rate, int concurrency) {
     rep.requests_per_s = rep.completed / last_end;
     rep.output_tokens_per_s = static_cast<double>(out_tokens) / last_end;
     rep.input_tokens_per_s = static_cast<double>(in_tokens) / last_end;
+  }
+  if (concurrency > 0 && std::isfinite(exhausted.load()) && exhausted.load() > 0) {
+    rep.steady_window_s = std::min(exhausted.load(), last_end);  // a client notices a moment after its last end
+    rep.steady_output_tokens_per_s = tokens_received_by(timings, rep.steady_window_s) / rep.steady_window_s;
   }
   rep.ttft_ms = summarize(ttft);
   rep.tpot_ms = summarize(tpot);
@@ -248,24 +273,27 @@ std::vector<RunReport> Loadgen::run_all() {
 
 namespace {
 
-// Output tokens/s of the baseline run (one request at a time) of `round`, 0 when there is none.
-double baseline_throughput(const std::vector<RunReport>& runs, int round) {
+// Output tokens/s of the baseline run (one request at a time) of `round`, 0 when there is
+// none; `steady`: its steady rate (one client: the whole run but the last response's
+// tail after the client finished, which is none).
+double baseline_throughput(const std::vector<RunReport>& runs, int round, bool steady = false) {
   for (const auto& r : runs) {
-    if (r.round == round && r.name == "baseline") return r.output_tokens_per_s;
+    if (r.round == round && r.name == "baseline") return steady ? r.steady_output_tokens_per_s : r.output_tokens_per_s;
   }
   return 0;
 }
 
 }  // namespace
 
-std::vector<Loadgen::RatioSummary> Loadgen::ratios_to_baseline(const std::vector<RunReport>& runs) {
+std::vector<Loadgen::RatioSummary> Loadgen::ratios_to_baseline(const std::vector<RunReport>& runs, bool steady) {
   std::vector<RatioSummary> out;
   for (const auto& r : runs) {
-    const double base = baseline_throughput(runs, r.round);
-    if (r.name == "baseline" || base <= 0) continue;
+    const double base = baseline_throughput(runs, r.round, steady);
+    const double v = steady ? r.steady_output_tokens_per_s : r.output_tokens_per_s;
+    if (r.name == "baseline" || base <= 0 || (steady && r.concurrency == 0)) continue;
     auto it = std::find_if(out.begin(), out.end(), [&](const RatioSummary& s) { return s.label == r.name; });
     if (it == out.end()) it = out.insert(out.end(), RatioSummary{r.name, {}, 0, 0, 0});
-    it->ratios.push_back(r.output_tokens_per_s / base);
+    it->ratios.push_back(v / base);
   }
   for (auto& s : out) {
     const Summary q = summarize(s.ratios);
@@ -279,9 +307,9 @@ std::vector<Loadgen::RatioSummary> Loadgen::ratios_to_baseline(const std::vector
 std::string Loadgen::table(const std::vector<RunReport>& runs) {
   std::string out;
   char line[400];
-  std::snprintf(line, sizeof(line), "%-20s %6s %6s %9s %10s %7s   %-22s %-22s %-22s\n", "run", "ok", "fail",
-                "req/s", "out tok/s", "x base", "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms",
-                "E2E p50/p90/p99 s");
+  std::snprintf(line, sizeof(line), "%-20s %6s %6s %9s %10s %7s %8s %7s   %-22s %-22s %-22s\n", "run", "ok",
+                "fail", "req/s", "out tok/s", "x base", "steady", "x base", "TTFT p50/p90/p99 ms",
+                "TPOT p50/p90/p99 ms", "E2E p50/p90/p99 s");
   out += line;
   for (const auto& r : runs) {
     const std::string ttft =
@@ -290,30 +318,44 @@ std::string Loadgen::table(const std::vector<RunReport>& runs) {
         fmt("%.1f", r.tpot_ms.p50) + "/" + fmt("%.1f", r.tpot_ms.p90) + "/" + fmt("%.1f", r.tpot_ms.p99);
     const std::string e2e =
         fmt("%.2f", r.e2e_s.p50) + "/" + fmt("%.2f", r.e2e_s.p90) + "/" + fmt("%.2f", r.e2e_s.p99);
-    const double base = baseline_throughput(runs, r.round);
+    const double base = baseline_throughput(runs, r.round), steady_base = baseline_throughput(runs, r.round, true);
     const std::string ratio = base > 0 ? fmt("%.2f", r.output_tokens_per_s / base) : "-";
-    std::snprintf(line, sizeof(line), "%-20s %6d %6d %9.2f %10.1f %7s   %-22s %-22s %-22s\n", r.label.c_str(),
-                  r.completed, r.failed, r.requests_per_s, r.output_tokens_per_s, ratio.c_str(), ttft.c_str(),
-                  tpot.c_str(), e2e.c_str());
+    const bool steady = r.steady_output_tokens_per_s > 0;
+    const std::string steady_rate = steady ? fmt("%.1f", r.steady_output_tokens_per_s) : "-";
+    const std::string steady_ratio =
+        steady && steady_base > 0 ? fmt("%.2f", r.steady_output_tokens_per_s / steady_base) : "-";
+    std::snprintf(line, sizeof(line), "%-20s %6d %6d %9.2f %10.1f %7s %8s %7s   %-22s %-22s %-22s\n",
+                  r.label.c_str(), r.completed, r.failed, r.requests_per_s, r.output_tokens_per_s, ratio.c_str(),
+                  steady_rate.c_str(), steady_ratio.c_str(), ttft.c_str(), tpot.c_str(), e2e.c_str());
     out += line;
     if (!r.first_error.empty()) out += "  first error: " + r.first_error + "\n";
   }
-  const auto ratios = ratios_to_baseline(runs);
+  const auto ratios = ratios_to_baseline(runs), steady = ratios_to_baseline(runs, true);
   if (!ratios.empty() && ratios.front().ratios.size() > 1) {
     out += "x base over " + std::to_string(ratios.front().ratios.size()) +
-           " rounds (each against its own round's baseline):\n";
+           " rounds (each against its own round's baseline; steady: while every client was busy):\n";
     for (const auto& q : ratios) {
       out += "  " + q.label + ": median " + fmt("%.2f", q.median) + ", range " + fmt("%.2f", q.min) + "-" +
-             fmt("%.2f", q.max) + "\n";
+             fmt("%.2f", q.max);
+      for (const auto& s : steady) {
+        if (s.label == q.label) {
+          out += "; steady: median " + fmt("%.2f", s.median) + ", range " + fmt("%.2f", s.min) + "-" +
+                 fmt("%.2f", s.max);
+        }
+      }
+      out += "\n";
     }
   }
   return out;
 }
 
 json Loadgen::report_json(const std::vector<RunReport>& runs) const {
-  nlohmann::json ratios = nlohmann::json::object();
-  for (const auto& q : ratios_to_baseline(runs))
-    ratios[q.label] = {{"median", q.median}, {"min", q.min}, {"max", q.max}, {"per_round", q.ratios}};
+  auto ratio_json = [&](bool steady) {
+    nlohmann::json ratios = nlohmann::json::object();
+    for (const auto& q : ratios_to_baseline(runs, steady))
+      ratios[q.label] = {{"median", q.median}, {"min", q.min}, {"max", q.max}, {"per_round", q.ratios}};
+    return ratios;
+  };
   auto sum = [](const Summary& s) {
     return nlohmann::json{{"p50", s.p50}, {"p90", s.p90}, {"p99", s.p99}, {"mean", s.mean}};
   };
@@ -335,6 +377,12 @@ json Loadgen::report_json(const std::vector<RunReport>& runs) const {
                         {"tpot_ms", sum(r.tpot_ms)},
                         {"e2e_s", sum(r.e2e_s)}};
     if (base > 0) j["output_tokens_per_s_vs_baseline"] = r.output_tokens_per_s / base;
+    if (r.steady_output_tokens_per_s > 0) {
+      j["steady_window_s"] = r.steady_window_s;
+      j["steady_output_tokens_per_s"] = r.steady_output_tokens_per_s;
+      const double steady_base = baseline_throughput(runs, r.round, true);
+      if (steady_base > 0) j["steady_output_tokens_per_s_vs_baseline"] = r.steady_output_tokens_per_s / steady_base;
+    }
     if (!r.first_error.empty()) j["first_error"] = r.first_error;
     arr.push_back(j);
   }
@@ -347,7 +395,8 @@ json Loadgen::report_json(const std::vector<RunReport>& runs) const {
           {"seed", cfg_.seed},
           {"rounds", cfg_.rounds},
           {"runs", arr},
-          {"vs_baseline", ratios}};
+          {"vs_baseline", ratio_json(false)},
+          {"steady_vs_baseline", ratio_json(true)}};
 }
 
 }  // namespace sy

@@ -52,9 +52,26 @@ struct RunReport {
   int requests = 0, completed = 0, failed = 0;
   double duration_s = 0;
   double requests_per_s = 0, output_tokens_per_s = 0, input_tokens_per_s = 0;
+  // Closed loop: output tokens/s while all clients had a request in flight, from the start
+  // until the first client found no request left. A finite closed-loop run ends with a
+  // tail in which fewer and fewer clients are busy; this is the rate at the concurrency
+  // asked for. Open loop: 0.
+  double steady_window_s = 0, steady_output_tokens_per_s = 0;
   Summary ttft_ms, tpot_ms, e2e_s;
   std::string first_error;
 };
+
+// When one request's tokens arrived: it started at `start` (seconds from the run's start),
+// its first token came `ttft` later and its last at `end`.
+struct RequestTiming {
+  double start = 0, ttft = 0, end = 0;
+  int64_t tokens = 0;
+};
+// Output tokens received by time t, summed over requests: all of a request that ended by
+// then, none of one whose first token came later, and for one in flight its first token
+// plus the rest in proportion to the time elapsed between its first and last token (the
+// client sees whole events, not token counts, so the rest is interpolated).
+double tokens_received_by(const std::vector<RequestTiming>& requests, double t);
 
 // The workload for a rate (same seed: same prompts and lengths whatever the rate).
 std::vector<WorkItem> make_workload(const LoadgenConfig& cfg, int32_t n_vocab, double rate);
@@ -70,13 +87,14 @@ class Loadgen {
   RunReport run(const std::string& label, double rate, int concurrency);
 
   // Output tokens/s of each run over its round's baseline: median, min and max per run
-  // (label without the round), in first-seen order. Empty without a baseline.
+  // (label without the round), in first-seen order. Empty without a baseline. `steady`:
+  // the closed-loop runs' steady rates over the baseline's (open-loop runs are left out).
   struct RatioSummary {
     std::string label;
     std::vector<double> ratios;  // one per round
     double median = 0, min = 0, max = 0;
   };
-  static std::vector<RatioSummary> ratios_to_baseline(const std::vector<RunReport>& runs);
+  static std::vector<RatioSummary> ratios_to_baseline(const std::vector<RunReport>& runs, bool steady = false);
 
   const std::string& model() const { return model_; }
   static std::string table(const std::vector<RunReport>& runs);

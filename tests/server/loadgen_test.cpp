@@ -77,6 +77,20 @@ TEST(LoadgenSummary, PercentilesInterpolateLikeNumpy) {
   EXPECT_EQ(summarize({}).p99, 0.0);
 }
 
+TEST(LoadgenSteady, CountsTheTokensReceivedByATime) {
+  // start, ttft, end (seconds), tokens
+  const std::vector<RequestTiming> r = {{0.0, 1.0, 3.0, 5},   // tokens from t = 1 to t = 3
+                                        {2.0, 0.5, 2.5, 9},   // from 2.5 to 4.5
+                                        {1.0, 4.0, 4.0, 1},   // one token at 5
+                                        {0.0, 0.5, 0.5, 0}};  // nothing
+  EXPECT_DOUBLE_EQ(tokens_received_by(r, 0.9), 0.0);
+  EXPECT_DOUBLE_EQ(tokens_received_by(r, 1.0), 1.0);              // the first token
+  EXPECT_DOUBLE_EQ(tokens_received_by(r, 2.0), 1.0 + 4 * 0.5);    // halfway through the rest
+  EXPECT_DOUBLE_EQ(tokens_received_by(r, 3.5), 5.0 + 1 + 8 * 0.5);
+  EXPECT_DOUBLE_EQ(tokens_received_by(r, 4.99), 14.0);
+  EXPECT_DOUBLE_EQ(tokens_received_by(r, 5.0), 15.0);
+}
+
 TEST(Loadgen, RoundsOfBaselineClosedAndOpenLoopAgainstTheServer) {
   EngineConfig ec;
   ec.parallel = 4;
@@ -109,6 +123,19 @@ TEST(Loadgen, RoundsOfBaselineClosedAndOpenLoopAgainstTheServer) {
     EXPECT_NEAR(r.output_tokens_per_s * r.duration_s, double(want_tokens), 1e-6 * want_tokens);
     EXPECT_GT(r.ttft_ms.p50, 0.0);
     EXPECT_LE(r.ttft_ms.p99, r.e2e_s.p99 * 1e3 + 1e-9);
+    if (r.concurrency == 0) {
+      EXPECT_EQ(r.steady_output_tokens_per_s, 0.0);  // open loop: no steady part defined
+    } else {
+      // The steady part ends when the first client runs out of requests: with one client
+      // that is the whole run; with 3 clients and 5 requests, before the last one ends.
+      EXPECT_GT(r.steady_window_s, 0.0);
+      EXPECT_LE(r.steady_window_s, r.duration_s + 1e-9);
+      if (r.concurrency == 1) {
+        EXPECT_NEAR(r.steady_window_s, r.duration_s, 0.05 * r.duration_s);
+      }
+      EXPECT_GT(r.steady_output_tokens_per_s * r.steady_window_s, 0.0);
+      EXPECT_LE(r.steady_output_tokens_per_s * r.steady_window_s, double(want_tokens) + 1e-6);
+    }
   }
   EXPECT_EQ(runs[0].label, "r1 baseline");
   EXPECT_EQ(runs[4].label, "r2 concurrency 3");
@@ -132,6 +159,13 @@ TEST(Loadgen, RoundsOfBaselineClosedAndOpenLoopAgainstTheServer) {
   EXPECT_EQ(j["runs"][3]["round"], 2);
   EXPECT_TRUE(j["vs_baseline"].contains("concurrency 3"));
   EXPECT_EQ(j["vs_baseline"]["rate inf"]["per_round"].size(), 2u);
+  // Steady ratios: closed-loop runs only, each against its round's baseline.
+  EXPECT_TRUE(j["steady_vs_baseline"].contains("concurrency 3"));
+  EXPECT_FALSE(j["steady_vs_baseline"].contains("rate inf"));
+  const auto steady = Loadgen::ratios_to_baseline(runs, true);
+  ASSERT_EQ(steady.size(), 1u);
+  EXPECT_DOUBLE_EQ(steady[0].ratios[0], runs[1].steady_output_tokens_per_s / runs[0].steady_output_tokens_per_s);
+  EXPECT_DOUBLE_EQ(j["runs"][1]["steady_output_tokens_per_s"].get<double>(), runs[1].steady_output_tokens_per_s);
   EXPECT_NE(Loadgen::table(runs).find("x base over 2 rounds"), std::string::npos);
 }
 
