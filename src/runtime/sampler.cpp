@@ -32,6 +32,8 @@ void Sampler::accept(int32_t token) {
 }
 
 int32_t Sampler::sample(const float* logits, int64_t n_vocab) {
+  // Greedy with no penalty reads the row once: no candidate copy.
+  if (p_.greedy() && p_.repeat_penalty == 1.0f) return argmax(logits, n_vocab);
   cand_.resize(static_cast<size_t>(n_vocab));
   for (int64_t i = 0; i < n_vocab; ++i) cand_[i] = {static_cast<int32_t>(i), logits[i]};
 

@@ -58,11 +58,11 @@ void matmul_rows_two(const WeightMatrix& a, const WeightMatrix& b, const Prepare
   matmul_rows(b, in, yb, r0, r1);
 }
 
-int64_t row_tile(const WeightMatrix& w) {
+int64_t row_tile(const WeightMatrix& w, int64_t bytes) {
   // 256 KiB per task: long enough streams for the hardware prefetcher to ramp up (against
   // 128 KiB, interleaved runs gave batch-1 decode 36.5 -> 44.5 tokens/s and batch 16
   // 101-109 -> 116-125 on olmoe Q4_0).
-  const int64_t rows = std::max<int64_t>(16, (256 << 10) / std::max<size_t>(1, w.row_bytes()));
+  const int64_t rows = std::max<int64_t>(16, bytes / std::max<int64_t>(1, static_cast<int64_t>(w.row_bytes())));
   return rows / 16 * 16;
 }
 

@@ -52,8 +52,9 @@ void matmul_rows(const WeightMatrix& w, const PreparedInput& in, OutRows y, int6
 void matmul_rows_two(const WeightMatrix& a, const WeightMatrix& b, const PreparedInput& in, OutRows ya, OutRows yb,
                      int64_t r0, int64_t r1);
 
-// Row tile size used to split a matrix into tasks (~256 KiB of weights, multiple of 16).
-int64_t row_tile(const WeightMatrix& w);
+// Row tile size used to split a matrix into tasks: about `bytes` of weights (256 KiB by
+// default), a multiple of 16 rows.
+int64_t row_tile(const WeightMatrix& w, int64_t bytes = int64_t{256} << 10);
 
 // Rows [r0, r1) of one matrix: a task of a multi-matrix job.
 struct MatmulTile {
