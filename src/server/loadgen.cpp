@@ -274,8 +274,7 @@ std::vector<RunReport> Loadgen::run_all() {
 namespace {
 
 // Output tokens/s of the baseline run (one request at a time) of `round`, 0 when there is
-// none; `steady`: its steady rate (one client: the whole run but the last response's
-// tail after the client finished, which is none).
+// none; `steady`: its steady rate (with one client, that of the whole run).
 double baseline_throughput(const std::vector<RunReport>& runs, int round, bool steady = false) {
   for (const auto& r : runs) {
     if (r.round == round && r.name == "baseline") return steady ? r.steady_output_tokens_per_s : r.output_tokens_per_s;
