@@ -167,8 +167,12 @@ const std::vector<AttentionRun>& with_f32_prompts(const std::vector<AttentionRun
                                                   ThreadPool& pool, AttentionScratch& scratch) {
   if (std::none_of(runs.begin(), runs.end(), [](const AttentionRun& r) { return r.kv.elem == KvElem::Q8_0 && r.n >= 2; }))
     return runs;
-  std::vector<AttentionRun>& out = scratch.f32_runs();
-  std::vector<int64_t> span(runs.size(), 0), offset(runs.size(), 0);
+  AttentionScratch::F32Copies& c = scratch.f32_copies();
+  std::vector<AttentionRun>& out = c.runs;
+  std::vector<int64_t>& span = c.span;
+  std::vector<int64_t>& offset = c.offset;
+  span.assign(runs.size(), 0);
+  offset.assign(runs.size(), 0);
   size_t total = 0;
   for (size_t r = 0; r < runs.size(); ++r) {
     if (runs[r].kv.elem != KvElem::Q8_0 || runs[r].n < 2) continue;
@@ -176,11 +180,13 @@ const std::vector<AttentionRun>& with_f32_prompts(const std::vector<AttentionRun
     offset[r] = static_cast<int64_t>(total);
     total += static_cast<size_t>(span[r] * (runs[r].kv.k_ld + runs[r].kv.v_ld));
   }
-  float* values = scratch.f32_values(total);
-  std::vector<const void*>& blocks = scratch.f32_blocks();
+  if (c.values.size() < total) c.values.resize(total);
+  float* values = c.values.data();
+  std::vector<const void*>& blocks = c.blocks;
   blocks.assign(2 * runs.size(), nullptr);
   out = runs;
-  std::vector<std::pair<size_t, int64_t>> chunks;  // (run, first position) of 64 positions
+  std::vector<std::pair<size_t, int64_t>>& chunks = c.chunks;
+  chunks.clear();
   for (size_t r = 0; r < runs.size(); ++r) {
     if (span[r] == 0) continue;
     const KvView& kv = runs[r].kv;
@@ -205,11 +211,6 @@ const std::vector<AttentionRun>& with_f32_prompts(const std::vector<AttentionRun
 }
 
 }  // namespace
-
-float* AttentionScratch::f32_values(size_t n) {
-  if (f32_values_.size() < n) f32_values_.resize(n);
-  return f32_values_.data();
-}
 
 float* AttentionScratch::parts(size_t n) {
   if (parts_.size() < n) parts_.resize(n);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "base/dtype.h"
@@ -78,16 +79,20 @@ class AttentionScratch {
   float* scores(int thread, size_t n);
   // At least n floats for the partial results of one call.
   float* parts(size_t n);
-  // Prompt rows over a q8_0 cache: the runs with their f32 copies, the copies (at least n
-  // floats) and their block pointers.
-  std::vector<AttentionRun>& f32_runs() { return f32_runs_; }
-  float* f32_values(size_t n);
-  std::vector<const void*>& f32_blocks() { return f32_blocks_; }
+  // Prompt rows over a q8_0 cache read f32 copies of the positions they see: the runs
+  // pointing at the copies, the copies and their block pointers, and per run the positions
+  // copied and where its copy starts; the copy jobs are (run, first of 64 positions).
+  struct F32Copies {
+    std::vector<AttentionRun> runs;
+    std::vector<float> values;
+    std::vector<const void*> blocks;
+    std::vector<int64_t> span, offset;
+    std::vector<std::pair<size_t, int64_t>> chunks;
+  };
+  F32Copies& f32_copies() { return f32_copies_; }
 
  private:
-  std::vector<AttentionRun> f32_runs_;
-  std::vector<float> f32_values_;
-  std::vector<const void*> f32_blocks_;
+  F32Copies f32_copies_;
   std::vector<Task> tasks_;
   std::vector<Merge> merges_;
   std::vector<std::vector<float>> scores_;
