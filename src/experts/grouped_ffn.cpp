@@ -13,9 +13,10 @@ void GroupedFfn::make_tiles(const std::vector<FfnJob>& jobs, bool down) {
     // 512 KiB of weights per tile at one token; proportionally fewer rows per tile as the
     // block grows, so tiles carry similar work (multiples of 16 rows, the kernels' tile).
     // Twice the dense matmuls' tile: an expert is streamed start to end, and fewer stream
-    // starts paid off (in-process A/B against 256 KiB, olmoe Q4_0, 2 threads, MoE time:
-    // batch 1 +1.1 to +4.9%, 8 sequences +0.9%, 16 +1.1% mean of six (-0.8 to +3.5%), 32
-    // +0.5%; 1 MiB lost 8% at batch 1, too few tiles for two threads).
+    // starts paid off a little (in-process A/B against 256 KiB, olmoe Q4_0, 2 threads, MoE
+    // time: batch 1 +1.1 to +4.9%, 8 sequences +0.9%, 16 +1.1% mean of six (-0.8 to
+    // +3.5%), 32 +0.5%: within the runs' noise, but never clearly worse; 1 MiB lost 8% at
+    // batch 1, too few tiles for two threads).
     // A block of 16 or more tokens is compute-bound and gets tiles of at least 128 rows:
     // 16-row tiles spent ~10% of a 512-token prefill on per-tile overhead (in-process
     // A/B, Forward on olmoe Q4_0, 2 threads: +10.6% tokens/s; 32-sequence decode 1.00).
