@@ -228,8 +228,11 @@ TEST(Kernels, VectorExpKernelsMatchLibm) {
 // Batches of sequences with cached positions `ctx` whose last `n_rows` positions are the
 // query rows, against a double-precision softmax(QK)V over the values as stored (f32, f16
 // or q8_0; q8_0 only where the head sizes are whole blocks).
+// `max_copy_floats`: the cap on the f32 copies of a q8_0 cache for prompt rows; when it is
+// small, the prompt runs must go in groups and each group's copy alone is held.
 void check_attention(const std::vector<int64_t>& ctx, const std::vector<int64_t>& n_rows,
-                     const AttentionShape s = {6, 2, 16, 8, 0.25f}) {
+                     const AttentionShape s = {6, 2, 16, 8, 0.25f},
+                     size_t max_copy_floats = AttentionScratch{}.max_copy_floats) {
   const int64_t kd = s.n_head_kv * s.head_dim_k, vd = s.n_head_kv * s.head_dim_v, od = s.n_head * s.head_dim_v;
   const int64_t qd = s.n_head * s.head_dim_k, block = 4;
   const int n_seq = static_cast<int>(ctx.size());
@@ -281,7 +284,19 @@ void check_attention(const std::vector<int64_t>& ctx, const std::vector<int64_t>
     std::vector<float> out(t0 * od, -7.0f);
     ThreadPool pool(2);
     AttentionScratch scratch;
+    scratch.max_copy_floats = max_copy_floats;
     attention(q.data(), qd, pos.data(), runs, s, out.data(), od, pool, scratch);
+    if (elem == KvElem::Q8_0) {
+      // The copies held: all prompt runs' at once, or under a small cap the largest one's.
+      size_t sum = 0, largest = 0;
+      for (int i = 0; i < n_seq; ++i) {
+        if (n_rows[i] < 2) continue;
+        const size_t n = static_cast<size_t>(ctx[i] * (kd + vd));
+        sum += n;
+        largest = std::max(largest, n);
+      }
+      EXPECT_EQ(scratch.f32_copies().values.size(), sum <= max_copy_floats ? sum : largest);
+    }
     for (int i = 0, t = 0; i < n_seq; ++i) {
       for (int64_t r = 0; r < n_rows[i]; ++r, ++t) {
         for (int h = 0; h < s.n_head; ++h) {
@@ -324,6 +339,9 @@ TEST(Kernels, AttentionOverQ8CacheMatchesNaive) {
   const AttentionShape s{4, 2, 32, 64, 0.15f};
   check_attention({11, 3, 30}, {3, 1, 12}, s);
   check_attention({150, 40}, {1, 1}, s);
+  // Prompt runs past the cap on f32 copies go in groups (here one run each), decode runs
+  // beside them.
+  check_attention({11, 3, 30, 20}, {3, 1, 12, 5}, s, 1);
 }
 
 TEST(Kernels, MatmulMatchesNaiveProduct) {

@@ -158,6 +158,14 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
   }
 }
 
+// Positions of a run's f32 copy: all its rows see, for prompt rows over a q8_0 cache; else 0.
+int64_t copied_positions(const AttentionRun& r, const int32_t* positions) {
+  if (r.kv.elem != KvElem::Q8_0 || r.n < 2) return 0;
+  int64_t span = 0;
+  for (int64_t t = r.t0; t < r.t0 + r.n; ++t) span = std::max<int64_t>(span, int64_t{positions[t]} + 1);
+  return span;
+}
+
 // Prompt rows (runs of 2 or more rows) over a q8_0 cache read an f32 copy of the positions
 // they see, dequantized once per call across the threads, so that the tile kernels run on
 // it; dequantizing in every tile redid each cached row for every task of 8 rows (prefill of
@@ -175,8 +183,8 @@ const std::vector<AttentionRun>& with_f32_prompts(const std::vector<AttentionRun
   offset.assign(runs.size(), 0);
   size_t total = 0;
   for (size_t r = 0; r < runs.size(); ++r) {
-    if (runs[r].kv.elem != KvElem::Q8_0 || runs[r].n < 2) continue;
-    for (int64_t t = runs[r].t0; t < runs[r].t0 + runs[r].n; ++t) span[r] = std::max<int64_t>(span[r], positions[t] + 1);
+    span[r] = copied_positions(runs[r], positions);
+    if (span[r] == 0) continue;
     offset[r] = static_cast<int64_t>(total);
     total += static_cast<size_t>(span[r] * (runs[r].kv.k_ld + runs[r].kv.v_ld));
   }
@@ -223,8 +231,15 @@ float* AttentionScratch::scores(int thread, size_t n) {
   return v.data();
 }
 
-void attention(const float* q, int64_t q_ld, const int32_t* positions, const std::vector<AttentionRun>& runs_in,
-               const AttentionShape& s, float* out, int64_t out_ld, ThreadPool& pool, AttentionScratch& scratch) {
+namespace {
+
+// Floats of the f32 copy a run needs, else 0.
+size_t copy_floats(const AttentionRun& r, const int32_t* positions) {
+  return static_cast<size_t>(copied_positions(r, positions) * (r.kv.k_ld + r.kv.v_ld));
+}
+
+void attend(const float* q, int64_t q_ld, const int32_t* positions, const std::vector<AttentionRun>& runs_in,
+            const AttentionShape& s, float* out, int64_t out_ld, ThreadPool& pool, AttentionScratch& scratch) {
   const std::vector<AttentionRun>& runs = with_f32_prompts(runs_in, positions, pool, scratch);
   // Tasks of up to kRowsPerTask rows of one sequence. When there are too few to keep the
   // threads busy (decode of a few sequences), each row block's cached positions are split
@@ -307,6 +322,30 @@ void attention(const float* q, int64_t q_ld, const int32_t* positions, const std
       }
     }
   });
+}
+
+}  // namespace
+
+void attention(const float* q, int64_t q_ld, const int32_t* positions, const std::vector<AttentionRun>& runs,
+               const AttentionShape& s, float* out, int64_t out_ld, ThreadPool& pool, AttentionScratch& scratch) {
+  size_t total = 0;
+  for (const AttentionRun& r : runs) total += copy_floats(r, positions);
+  if (total <= scratch.max_copy_floats) return attend(q, q_ld, positions, runs, s, out, out_ld, pool, scratch);
+  // Runs are independent (each writes only its own rows), so they can go in groups.
+  std::vector<AttentionRun>& group = scratch.group();
+  group.clear();
+  size_t held = 0;
+  for (const AttentionRun& r : runs) {
+    const size_t need = copy_floats(r, positions);
+    if (!group.empty() && held + need > scratch.max_copy_floats) {
+      attend(q, q_ld, positions, group, s, out, out_ld, pool, scratch);
+      group.clear();
+      held = 0;
+    }
+    group.push_back(r);
+    held += need;
+  }
+  attend(q, q_ld, positions, group, s, out, out_ld, pool, scratch);
 }
 
 }  // namespace sy::cpu

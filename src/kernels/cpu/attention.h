@@ -90,8 +90,15 @@ class AttentionScratch {
     std::vector<std::pair<size_t, int64_t>> chunks;
   };
   F32Copies& f32_copies() { return f32_copies_; }
+  // Most floats the f32 copies may take at once (128 MiB): past it, attention() takes the
+  // runs in groups, making and using each group's copies before the next group's, so
+  // that many long prompts in one batch do not hold an f32 copy of all their caches at
+  // once. A run whose copy alone is larger still goes, in a group of its own.
+  size_t max_copy_floats = size_t{32} << 20;
+  std::vector<AttentionRun>& group() { return group_; }
 
  private:
+  std::vector<AttentionRun> group_;
   F32Copies f32_copies_;
   std::vector<Task> tasks_;
   std::vector<Merge> merges_;
