@@ -310,13 +310,12 @@ std::string Loadgen::table(const std::vector<RunReport>& runs) {
                 "fail", "req/s", "out tok/s", "x base", "steady", "x base", "TTFT p50/p90/p99 ms",
                 "TPOT p50/p90/p99 ms", "E2E p50/p90/p99 s");
   out += line;
+  auto percentiles = [](const char* f, const Summary& s) {
+    return fmt(f, s.p50) + "/" + fmt(f, s.p90) + "/" + fmt(f, s.p99);
+  };
   for (const auto& r : runs) {
-    const std::string ttft =
-        fmt("%.0f", r.ttft_ms.p50) + "/" + fmt("%.0f", r.ttft_ms.p90) + "/" + fmt("%.0f", r.ttft_ms.p99);
-    const std::string tpot =
-        fmt("%.1f", r.tpot_ms.p50) + "/" + fmt("%.1f", r.tpot_ms.p90) + "/" + fmt("%.1f", r.tpot_ms.p99);
-    const std::string e2e =
-        fmt("%.2f", r.e2e_s.p50) + "/" + fmt("%.2f", r.e2e_s.p90) + "/" + fmt("%.2f", r.e2e_s.p99);
+    const std::string ttft = percentiles("%.0f", r.ttft_ms), tpot = percentiles("%.1f", r.tpot_ms),
+                      e2e = percentiles("%.2f", r.e2e_s);
     const double base = baseline_throughput(runs, r.round), steady_base = baseline_throughput(runs, r.round, true);
     const std::string ratio = base > 0 ? fmt("%.2f", r.output_tokens_per_s / base) : "-";
     const bool steady = r.steady_output_tokens_per_s > 0;
@@ -333,14 +332,13 @@ std::string Loadgen::table(const std::vector<RunReport>& runs) {
   if (!ratios.empty() && ratios.front().ratios.size() > 1) {
     out += "x base over " + std::to_string(ratios.front().ratios.size()) +
            " rounds (each against its own round's baseline; steady: while every client was busy):\n";
+    auto spread = [](const RatioSummary& q) {
+      return "median " + fmt("%.2f", q.median) + ", range " + fmt("%.2f", q.min) + "-" + fmt("%.2f", q.max);
+    };
     for (const auto& q : ratios) {
-      out += "  " + q.label + ": median " + fmt("%.2f", q.median) + ", range " + fmt("%.2f", q.min) + "-" +
-             fmt("%.2f", q.max);
+      out += "  " + q.label + ": " + spread(q);
       for (const auto& s : steady) {
-        if (s.label == q.label) {
-          out += "; steady: median " + fmt("%.2f", s.median) + ", range " + fmt("%.2f", s.min) + "-" +
-                 fmt("%.2f", s.max);
-        }
+        if (s.label == q.label) out += "; steady: " + spread(s);
       }
       out += "\n";
     }

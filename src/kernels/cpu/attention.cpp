@@ -158,9 +158,12 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
   }
 }
 
+// Prompt rows (runs of 2 or more rows) over a q8_0 cache.
+bool needs_f32_copy(const AttentionRun& r) { return r.kv.elem == KvElem::Q8_0 && r.n >= 2; }
+
 // Positions of a run's f32 copy: all its rows see, for prompt rows over a q8_0 cache; else 0.
 int64_t copied_positions(const AttentionRun& r, const int32_t* positions) {
-  if (r.kv.elem != KvElem::Q8_0 || r.n < 2) return 0;
+  if (!needs_f32_copy(r)) return 0;
   int64_t span = 0;
   for (int64_t t = r.t0; t < r.t0 + r.n; ++t) span = std::max<int64_t>(span, int64_t{positions[t]} + 1);
   return span;
@@ -173,8 +176,7 @@ int64_t copied_positions(const AttentionRun& r, const int32_t* positions) {
 // no run needs a copy. Decode rows keep reading the q8_0 cache.
 const std::vector<AttentionRun>& with_f32_prompts(const std::vector<AttentionRun>& runs, const int32_t* positions,
                                                   ThreadPool& pool, AttentionScratch& scratch) {
-  if (std::none_of(runs.begin(), runs.end(), [](const AttentionRun& r) { return r.kv.elem == KvElem::Q8_0 && r.n >= 2; }))
-    return runs;
+  if (std::none_of(runs.begin(), runs.end(), needs_f32_copy)) return runs;
   AttentionScratch::F32Copies& c = scratch.f32_copies();
   std::vector<AttentionRun>& out = c.runs;
   std::vector<int64_t>& span = c.span;
