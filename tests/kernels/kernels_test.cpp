@@ -41,30 +41,47 @@ TEST(Kernels, QuantizeRoundTrip) {
   }
 }
 
+// Every table this CPU can run (the dispatched one, and AVX2 beneath AVX-512 BF16).
+std::vector<const DotKernels*> vector_dot_tables() {
+  std::vector<const DotKernels*> out = {&dot_kernels()};
+  if (const DotKernels* k = dot_kernels_avx2(); k && k != out[0]) out.push_back(k);
+  return out;
+}
+
 TEST(Kernels, DispatchedDotMatchesScalar) {
-  const DotKernels& fast = dot_kernels();
   const DotKernels& ref = dot_kernels_scalar();
-  for (int64_t n : {32, 64, 96, 160, 256, 4096 + 32}) {
-    const auto w = random_vec(n, 2), x = random_vec(n, 3);
-    std::vector<BlockQ8_0> xq(n / 32);
-    quantize_row_q8_0(x.data(), xq.data(), n);
-    const auto wh = encode(DType::F16, w, 1, n), wb = encode(DType::BF16, w, 1, n);
-    const auto w8 = encode(DType::Q8_0, w, 1, n), w4 = encode(DType::Q4_0, w, 1, n);
-    const double tol = 1e-4 * n;
-    EXPECT_NEAR(fast.f32(w.data(), x.data(), n), ref.f32(w.data(), x.data(), n), tol) << n;
-    auto h = reinterpret_cast<const uint16_t*>(wh.data());
-    EXPECT_NEAR(fast.f16(h, x.data(), n), ref.f16(h, x.data(), n), tol) << n;
-    auto b = reinterpret_cast<const uint16_t*>(wb.data());
-    EXPECT_NEAR(fast.bf16(b, x.data(), n), ref.bf16(b, x.data(), n), tol) << n;
-    auto q8 = reinterpret_cast<const BlockQ8_0*>(w8.data());
-    EXPECT_NEAR(fast.q8_0(q8, xq.data(), n), ref.q8_0(q8, xq.data(), n), tol) << n;
-    auto q4 = reinterpret_cast<const BlockQ4_0*>(w4.data());
-    EXPECT_NEAR(fast.q4_0(q4, xq.data(), n), ref.q4_0(q4, xq.data(), n), tol) << n;
-  }
-  // Float dots on lengths that are not multiples of the vector width.
-  for (int64_t n : {1, 7, 33, 101}) {
-    const auto w = random_vec(n, 4), x = random_vec(n, 5);
-    EXPECT_NEAR(fast.f32(w.data(), x.data(), n), ref.f32(w.data(), x.data(), n), 1e-4 * n);
+  for (const DotKernels* k : vector_dot_tables()) {
+    const DotKernels& fast = *k;
+    SCOPED_TRACE(fast.isa);
+    for (int64_t n : {32, 64, 96, 160, 256, 4096 + 32}) {
+      const auto w = random_vec(n, 2), x = random_vec(n, 3);
+      std::vector<BlockQ8_0> xq(n / 32);
+      quantize_row_q8_0(x.data(), xq.data(), n);
+      const auto wh = encode(DType::F16, w, 1, n);
+      const auto w8 = encode(DType::Q8_0, w, 1, n), w4 = encode(DType::Q4_0, w, 1, n);
+      const double tol = 1e-4 * n;
+      EXPECT_NEAR(fast.f32(w.data(), x.data(), n), ref.f32(w.data(), x.data(), n), tol) << n;
+      auto h = reinterpret_cast<const uint16_t*>(wh.data());
+      EXPECT_NEAR(fast.f16(h, x.data(), n), ref.f16(h, x.data(), n), tol) << n;
+      auto q8 = reinterpret_cast<const BlockQ8_0*>(w8.data());
+      EXPECT_NEAR(fast.q8_0(q8, xq.data(), n), ref.q8_0(q8, xq.data(), n), tol) << n;
+      auto q4 = reinterpret_cast<const BlockQ4_0*>(w4.data());
+      EXPECT_NEAR(fast.q4_0(q4, xq.data(), n), ref.q4_0(q4, xq.data(), n), tol) << n;
+    }
+    // Float dots on lengths that are not multiples of the vector width (BF16: of its 32
+    // values per instruction, and of its four chains).
+    for (int64_t n : {1, 7, 33, 101, 160, 300, 4096 + 32}) {
+      const auto w = random_vec(n, 4), x = random_vec(n, 5);
+      EXPECT_NEAR(fast.f32(w.data(), x.data(), n), ref.f32(w.data(), x.data(), n), 1e-4 * n);
+      // BF16 products are exact in f32: only the order of the sums differs.
+      const auto wb = encode(DType::BF16, w, 1, n), xb = encode(DType::BF16, x, 1, n);
+      auto b = reinterpret_cast<const uint16_t*>(wb.data());
+      auto bx = reinterpret_cast<const uint16_t*>(xb.data());
+      double want = 0;
+      for (int64_t i = 0; i < n; ++i) want += double{bf16_to_f32(b[i])} * bf16_to_f32(bx[i]);
+      EXPECT_NEAR(fast.bf16(b, bx, n), want, 2e-6 * n) << n;
+      EXPECT_NEAR(ref.bf16(b, bx, n), want, 2e-6 * n) << n;
+    }
   }
 }
 
@@ -354,8 +371,12 @@ TEST(Kernels, MatmulMatchesNaiveProduct) {
     WeightMatrix m{t, rows, cols, wq.data(), "w"};
     std::vector<float> y(n * rows);
     matmul(m, {x.data(), n, cols}, {y.data(), rows}, pool, scratch);
-    // Quantized weights see Q8_0 activations: the reference uses the same rounded inputs.
+    // Quantized weights see Q8_0 activations, BF16 weights BF16 ones: the reference uses
+    // the same rounded inputs.
     std::vector<float> xr = x;
+    if (takes_bf16_activations(t)) {
+      for (float& v : xr) v = bf16_to_f32(f32_to_bf16(v));
+    }
     if (takes_q8_activations(t)) {
       std::vector<BlockQ8_0> q(cols / kQBlock);
       for (int64_t i = 0; i < n; ++i) {

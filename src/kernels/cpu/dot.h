@@ -1,6 +1,8 @@
-// Row dot products, one per weight type, with runtime CPU dispatch. Float weights take
-// float activations; quantized weights take activations quantized to Q8_0 (integer dot
-// products inside each 32-value block, scaled once per block), as llama.cpp does.
+// Row dot products, one per weight type, with runtime CPU dispatch. F32 and F16 weights
+// take float activations; BF16 weights take activations rounded to BF16 (a product of two
+// BF16 values is exact in f32, so every ISA, vdpbf16ps included, forms the same products);
+// quantized weights take activations quantized to Q8_0 (integer dot products inside each
+// 32-value block, scaled once per block). The activation types are llama.cpp's.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +15,7 @@ struct DotKernels {
   const char* isa;
   float (*f32)(const float* w, const float* x, int64_t n);
   float (*f16)(const uint16_t* w, const float* x, int64_t n);
-  float (*bf16)(const uint16_t* w, const float* x, int64_t n);
+  float (*bf16)(const uint16_t* w, const uint16_t* x, int64_t n);
   float (*q8_0)(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n);
   float (*q4_0)(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n);
   void (*axpy)(float a, const float* x, float* y, int64_t n);  // y += a * x
@@ -65,15 +67,21 @@ struct DotKernels {
 };
 
 // Best kernels for this CPU, chosen once; SY_ISA=scalar in the environment forces the
-// portable reference kernels (here and for the packed kernels).
+// portable reference kernels (here and for the packed kernels), SY_ISA=avx2 keeps these
+// dots at AVX2 (A/B runs against the AVX-512 ones).
 const DotKernels& dot_kernels();
 const DotKernels& dot_kernels_scalar();
 // nullptr when the CPU lacks AVX2/FMA/F16C.
 const DotKernels* dot_kernels_avx2();
+// The AVX2 table with the float-weight dots on AVX-512 (BF16 on AVX-512 BF16 where
+// present); nullptr when the CPU lacks AVX-512 F/BW/VL or AVX2.
+const DotKernels* dot_kernels_avx512();
 // True when SY_ISA=scalar asks for the portable kernels everywhere.
 bool isa_forced_scalar();
 
 // True when weights of this type take Q8_0 activations.
 inline bool takes_q8_activations(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+// True when weights of this type take BF16 activations.
+inline bool takes_bf16_activations(DType t) { return t == DType::BF16; }
 
 }  // namespace sy::cpu

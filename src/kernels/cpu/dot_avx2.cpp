@@ -68,16 +68,16 @@ SY_AVX2 inline __m256 load_bf16(const uint16_t* p) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
 
-SY_AVX2 float dot_bf16(const uint16_t* w, const float* x, int64_t n) {
+SY_AVX2 float dot_bf16(const uint16_t* w, const uint16_t* x, int64_t n) {
   __m256 a0 = _mm256_setzero_ps(), a1 = a0;
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    a0 = _mm256_fmadd_ps(load_bf16(w + i), _mm256_loadu_ps(x + i), a0);
-    a1 = _mm256_fmadd_ps(load_bf16(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+    a0 = _mm256_fmadd_ps(load_bf16(w + i), load_bf16(x + i), a0);
+    a1 = _mm256_fmadd_ps(load_bf16(w + i + 8), load_bf16(x + i + 8), a1);
   }
-  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load_bf16(w + i), _mm256_loadu_ps(x + i), a0);
+  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load_bf16(w + i), load_bf16(x + i), a0);
   float s = hsum(_mm256_add_ps(a0, a1));
-  for (; i < n; ++i) s += bf16_to_f32(w[i]) * x[i];
+  for (; i < n; ++i) s += bf16_to_f32(w[i]) * bf16_to_f32(x[i]);
   return s;
 }
 

@@ -19,9 +19,9 @@ float dot_f16(const uint16_t* w, const float* x, int64_t n) {
   return s;
 }
 
-float dot_bf16(const uint16_t* w, const float* x, int64_t n) {
+float dot_bf16(const uint16_t* w, const uint16_t* x, int64_t n) {
   float s = 0.0f;
-  for (int64_t i = 0; i < n; ++i) s += bf16_to_f32(w[i]) * x[i];
+  for (int64_t i = 0; i < n; ++i) s += bf16_to_f32(w[i]) * bf16_to_f32(x[i]);
   return s;
 }
 

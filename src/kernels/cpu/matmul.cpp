@@ -16,6 +16,9 @@ void PreparedInput::prepare(const WeightMatrix& w, Rows x) {
     q8_ld_ = w.cols / kQBlock;
     if (q8_.size() < static_cast<size_t>(q8_ld_ * x.n)) q8_.resize(q8_ld_ * x.n);
     for (int64_t t = 0; t < x.n; ++t) quantize_row_q8_0(x.data + t * x.ld, q8_.data() + t * q8_ld_, w.cols);
+  } else if (takes_bf16_activations(w.dtype)) {
+    if (bf16_.size() < static_cast<size_t>(w.cols * x.n)) bf16_.resize(w.cols * x.n);
+    for (int64_t t = 0; t < x.n; ++t) quantize_row(DType::BF16, x.data + t * x.ld, bf16_.data() + t * w.cols, w.cols);
   }
 }
 
@@ -33,11 +36,12 @@ void matmul_rows(const WeightMatrix& w, const PreparedInput& in, OutRows y, int6
     for (int64_t t = 0; t < x.n; ++t) {
       const float* xf = x.data + t * x.ld;
       const BlockQ8_0* xq = in.q8_.data() + t * in.q8_ld_;
+      const uint16_t* xb = in.bf16_.data() + t * n;
       float v = 0.0f;
       switch (w.dtype) {
         case DType::F32: v = k.f32(static_cast<const float*>(row), xf, n); break;
         case DType::F16: v = k.f16(static_cast<const uint16_t*>(row), xf, n); break;
-        case DType::BF16: v = k.bf16(static_cast<const uint16_t*>(row), xf, n); break;
+        case DType::BF16: v = k.bf16(static_cast<const uint16_t*>(row), xb, n); break;
         case DType::Q8_0: v = k.q8_0(static_cast<const BlockQ8_0*>(row), xq, n); break;
         case DType::Q4_0: v = k.q4_0(static_cast<const BlockQ4_0*>(row), xq, n); break;
       }

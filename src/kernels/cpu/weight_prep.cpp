@@ -1,8 +1,6 @@
 #include "kernels/cpu/weight_prep.h"
 
-#include <cstdlib>
-#include <cstring>
-
+#include "kernels/cpu/dot.h"
 #include "kernels/cpu/packed.h"
 #include "kernels/cpu/quantize.h"
 
@@ -10,9 +8,7 @@ namespace sy::cpu {
 
 bool packing_enabled() {
   static const bool enabled = [] {
-    const char* isa = std::getenv("SY_ISA");
-    if (isa && std::strcmp(isa, "scalar") == 0) return false;
-    return packed_kernels_avx512vnni() != nullptr;
+    return !isa_forced_scalar() && packed_kernels_avx512vnni() != nullptr;
   }();
   return enabled;
 }
