@@ -15,6 +15,11 @@
 
 namespace sy {
 
+struct FileRange {
+  uint64_t offset;
+  size_t len;
+};
+
 class DirectReader {
  public:
   static constexpr size_t kAlign = 4096;

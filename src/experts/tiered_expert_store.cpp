@@ -107,6 +107,7 @@ TieredExpertStore::TieredExpertStore(const GgufFile& f, const HParams& hp, const
   }
   const int64_t cap = int64_t{per_layer_} * n_moe;
   reader_ = std::make_unique<DirectReader>(f.path(), opt.io_threads);
+  io_threads_ = opt.io_threads;
   slots_.resize(static_cast<size_t>(cap));
   for (Slot& s : slots_) {
     for (int i = 0; i < 3; ++i) {
@@ -128,6 +129,14 @@ TieredExpertStore::TieredExpertStore(const GgufFile& f, const HParams& hp, const
                                            return slot_of_[u] >= 0 && !evictable(slots_[slot_of_[u]]);
                                          }));
   if (!opt.profile.empty()) pin_profile(opt.profile, per_layer_ / 2);
+}
+
+std::vector<FileRange> TieredExpertStore::expert_reads() const {
+  std::vector<FileRange> out;
+  for (const Source& s : sources_) {
+    for (int i = 0; i < 3; ++i) out.push_back({s.offset[i], s.m[i].bytes()});
+  }
+  return out;
 }
 
 TieredExpertStore::~TieredExpertStore() {

@@ -79,6 +79,10 @@ class TieredExpertStore : public ExpertStore {
   const ExpertStoreStats& stats() const { return stats_; }
   const std::string& policy_name() const { return policy_name_; }
   bool direct_io() const { return reader_->direct(); }
+  int io_threads() const { return io_threads_; }
+  // Every read a miss can issue: each expert matrix's place in the file (for a probe of
+  // the disk under the store's own pattern).
+  std::vector<FileRange> expert_reads() const;
 
  private:
   struct Source {             // where a unit's three matrices are in the file
@@ -102,7 +106,6 @@ class TieredExpertStore : public ExpertStore {
   // Neither in use by the running layer nor still loading.
   static bool evictable(const Slot& s) { return s.pins == 0 && s.state != State::Loading; }
   int unit_of(int layer, int expert) const;
-  // A slot for `unit`, evicting by policy among unpinned slots; -1 if every slot is pinned.
   // A slot for `unit`, evicting the policy's victim if the layer is full; `tokens` is the
   // use it is claimed for (0: a prefetch). -1 when every slot of the layer is pinned.
   int claim_slot(int unit, double tokens);
@@ -121,6 +124,7 @@ class TieredExpertStore : public ExpertStore {
   int n_expert_;
   std::vector<Source> sources_;
   std::unique_ptr<DirectReader> reader_;
+  int io_threads_ = 0;
   WeightArena arena_;
   std::vector<Slot> slots_;
   std::vector<int> slot_of_;     // unit -> slot, -1 when not resident

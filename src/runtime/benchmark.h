@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "experts/direct_reader.h"
 #include "model/model.h"
 
 namespace sy {
@@ -36,8 +37,11 @@ struct BenchOptions {
 // best of several passes.
 double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int passes = 5);
 
-// Direct-I/O read bandwidth (GB/s) of up to `bytes` of `path`, several reads in flight.
+// Direct-I/O read bandwidth (GB/s) of up to `bytes` of `path` read from its start in 4 MiB
+// chunks, `io_threads` reads in flight.
 double measure_direct_read_bandwidth(const std::string& path, size_t bytes, int io_threads);
+// The same over the given reads (taken in order, `io_threads` in flight).
+double measure_direct_read_bandwidth(const std::string& path, const std::vector<FileRange>& reads, int io_threads);
 
 // Runs everything and returns the figures as JSON; `log` gets progress lines.
 nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,

@@ -82,6 +82,20 @@ TEST(Benchmark, ReportsTheExpertCacheFigures) {
 
   EXPECT_EQ(j["expert_cache"]["slots"].get<int>(), h.n_layer);
   EXPECT_GT(j["expert_cache"]["disk_read_gbps"].get<double>(), 0.0);
+  EXPECT_GT(j["expert_cache"]["disk_read_gbps_expert_reads"].get<double>(), 0.0);
+  // The expert-read probe reads what misses read: every expert's three matrices, inside
+  // the file, adding up to the experts' bytes.
+  const std::vector<FileRange> reads = model->tiered_experts()->expert_reads();
+  ASSERT_EQ(reads.size(), size_t{3} * h.n_layer * h.n_expert);
+  size_t read_sum = 0, expert_sum = 0;
+  for (const FileRange& fr : reads) {
+    EXPECT_LE(fr.offset + fr.len, model->file().file_size());
+    read_sum += fr.len;
+  }
+  for (int il = 0; il < h.n_layer; ++il) {
+    for (int e = 0; e < h.n_expert; ++e) expert_sum += model->experts().expert_bytes(il, e);
+  }
+  EXPECT_EQ(read_sum, expert_sum);
   const auto& c = j["decode"][0].at("expert_cache");
   SCOPED_TRACE(c.dump());
   const double hit = c["hit_rate"], pre = c["prefetched_rate"];
@@ -95,6 +109,7 @@ TEST(Benchmark, ReportsTheExpertCacheFigures) {
   EXPECT_GT(per_token, 0.0);
   EXPECT_NEAR(per_token * o.gen / expert, std::round(per_token * o.gen / expert), 1e-6);
   EXPECT_GT(c["disk_bound_tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GT(c["percent_of_disk_bound_expert_reads"].get<double>(), 0.0);
   const double fraction = c["prefetch_hidden_fraction"];
   EXPECT_GE(fraction, 0.0);
   EXPECT_LE(fraction, 1.0);
