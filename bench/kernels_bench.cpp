@@ -97,10 +97,10 @@ void BM_MatmulL2(benchmark::State& state) {
 }
 BENCHMARK(BM_MatmulL2)->ArgsProduct({{int(DType::Q4_0), int(DType::Q8_0), int(DType::F16), int(DType::BF16)}, {1, 2, 4, 6, 8, 16, 64}});
 
-// One row dot of 2048 float weights (F32, F16, BF16) in L1, per dot table this CPU has
-// (0: AVX2; 1: the dispatched table, AVX-512 where present), so that the two compare in
-// one run.
-void BM_DotRow(benchmark::State& state) {
+// One float-weight tile (4 rows of 2048 F32, F16 or BF16 weights x 4 tokens) in L1, per
+// dot table this CPU has (0: AVX2, one row dot per (row, token); 1: the dispatched table,
+// register tiles on AVX-512 where present), so that the two compare in one run.
+void BM_FloatTile(benchmark::State& state) {
   const auto t = static_cast<DType>(state.range(0));
   const DotKernels* k = state.range(1) == 0 ? dot_kernels_avx2() : &dot_kernels();
   if (!k) {
@@ -108,22 +108,26 @@ void BM_DotRow(benchmark::State& state) {
     return;
   }
   const int64_t n = 2048;
-  std::vector<float> wf(n), x(n);
-  for (int64_t i = 0; i < n; ++i) wf[i] = 0.01f * static_cast<float>(i % 13), x[i] = 0.1f - 0.01f * static_cast<float>(i % 7);
-  std::vector<uint16_t> w16(n), xb(n);
-  quantize_row(t == DType::BF16 ? DType::BF16 : DType::F16, wf.data(), w16.data(), n);
-  quantize_row(DType::BF16, x.data(), xb.data(), n);
+  std::vector<float> wf(kFloatTile * n), x(kFloatTile * n), out(kFloatTile * kFloatTile);
+  for (int64_t i = 0; i < kFloatTile * n; ++i) {
+    wf[i] = 0.01f * static_cast<float>(i % 13);
+    x[i] = 0.1f - 0.01f * static_cast<float>(i % 7);
+  }
+  std::vector<uint16_t> w16(wf.size()), xb(x.size());
+  quantize_row(t == DType::BF16 ? DType::BF16 : DType::F16, wf.data(), w16.data(), kFloatTile * n);
+  quantize_row(DType::BF16, x.data(), xb.data(), kFloatTile * n);
   for (auto _ : state) {
     switch (t) {
-      case DType::F16: benchmark::DoNotOptimize(k->f16(w16.data(), x.data(), n)); break;
-      case DType::BF16: benchmark::DoNotOptimize(k->bf16(w16.data(), xb.data(), n)); break;
-      default: benchmark::DoNotOptimize(k->f32(wf.data(), x.data(), n)); break;
+      case DType::F16: k->f16(w16.data(), n, kFloatTile, x.data(), n, kFloatTile, n, out.data(), kFloatTile); break;
+      case DType::BF16: k->bf16(w16.data(), n, kFloatTile, xb.data(), n, kFloatTile, n, out.data(), kFloatTile); break;
+      default: k->f32(wf.data(), n, kFloatTile, x.data(), n, kFloatTile, n, out.data(), kFloatTile); break;
     }
+    benchmark::DoNotOptimize(out.data());
   }
-  state.counters["GOPS"] = benchmark::Counter(2.0 * n * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["GOPS"] = benchmark::Counter(2.0 * n * kFloatTile * kFloatTile * state.iterations(), benchmark::Counter::kIsRate);
   state.SetLabel(dtype_name(t) + " " + k->isa);
 }
-BENCHMARK(BM_DotRow)->ArgsProduct({{int(DType::F32), int(DType::F16), int(DType::BF16)}, {0, 1}});
+BENCHMARK(BM_FloatTile)->ArgsProduct({{int(DType::F32), int(DType::F16), int(DType::BF16)}, {0, 1}});
 
 void BM_QuantizeActivations(benchmark::State& state) {
   const int64_t cols = 2048, n = state.range(0);

@@ -57,30 +57,63 @@ TEST(Kernels, DispatchedDotMatchesScalar) {
       const auto w = random_vec(n, 2), x = random_vec(n, 3);
       std::vector<BlockQ8_0> xq(n / 32);
       quantize_row_q8_0(x.data(), xq.data(), n);
-      const auto wh = encode(DType::F16, w, 1, n);
       const auto w8 = encode(DType::Q8_0, w, 1, n), w4 = encode(DType::Q4_0, w, 1, n);
       const double tol = 1e-4 * n;
-      EXPECT_NEAR(fast.f32(w.data(), x.data(), n), ref.f32(w.data(), x.data(), n), tol) << n;
-      auto h = reinterpret_cast<const uint16_t*>(wh.data());
-      EXPECT_NEAR(fast.f16(h, x.data(), n), ref.f16(h, x.data(), n), tol) << n;
       auto q8 = reinterpret_cast<const BlockQ8_0*>(w8.data());
       EXPECT_NEAR(fast.q8_0(q8, xq.data(), n), ref.q8_0(q8, xq.data(), n), tol) << n;
       auto q4 = reinterpret_cast<const BlockQ4_0*>(w4.data());
       EXPECT_NEAR(fast.q4_0(q4, xq.data(), n), ref.q4_0(q4, xq.data(), n), tol) << n;
     }
-    // Float dots on lengths that are not multiples of the vector width (BF16: of its 32
-    // values per instruction, and of its four chains).
-    for (int64_t n : {1, 7, 33, 101, 160, 300, 4096 + 32}) {
-      const auto w = random_vec(n, 4), x = random_vec(n, 5);
-      EXPECT_NEAR(fast.f32(w.data(), x.data(), n), ref.f32(w.data(), x.data(), n), 1e-4 * n);
-      // BF16 products are exact in f32: only the order of the sums differs.
-      const auto wb = encode(DType::BF16, w, 1, n), xb = encode(DType::BF16, x, 1, n);
-      auto b = reinterpret_cast<const uint16_t*>(wb.data());
-      auto bx = reinterpret_cast<const uint16_t*>(xb.data());
-      double want = 0;
-      for (int64_t i = 0; i < n; ++i) want += double{bf16_to_f32(b[i])} * bf16_to_f32(bx[i]);
-      EXPECT_NEAR(fast.bf16(b, bx, n), want, 2e-6 * n) << n;
-      EXPECT_NEAR(ref.bf16(b, bx, n), want, 2e-6 * n) << n;
+  }
+}
+
+// The float-weight tiles of every table (F32, F16, BF16 rows, ld apart): every (row,
+// token) against a sum in double of the same rounded inputs, on lengths that are not
+// multiples of any vector width; and each result has the same bits whatever the tile's
+// shape, so that a token's result does not depend on the batch around it.
+TEST(Kernels, FloatTilesMatchSumsWhateverTheTileShape) {
+  std::vector<const DotKernels*> tables = vector_dot_tables();
+  tables.push_back(&dot_kernels_scalar());
+  for (const DotKernels* k : tables) {
+    for (int64_t n : {1, 7, 16, 33, 101, 160, 300, 2048 + 37}) {
+      const int64_t w_ld = n + 3, x_ld = n + 5, ld = 6;
+      const auto w = random_vec(kFloatTile * w_ld, 4), x = random_vec(kFloatTile * x_ld, 5);
+      std::vector<uint16_t> wh(w.size()), wb(w.size()), xb(x.size());
+      for (size_t i = 0; i < w.size(); ++i) wh[i] = f32_to_f16(w[i]), wb[i] = f32_to_bf16(w[i]);
+      for (size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(x[i]);
+      for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+        SCOPED_TRACE(std::string(k->isa) + " " + dtype_name(t) + " n=" + std::to_string(n));
+        auto run = [&](int nr, int nt, float* out) {
+          if (t == DType::F32) k->f32(w.data(), w_ld, nr, x.data(), x_ld, nt, n, out, ld);
+          else if (t == DType::F16) k->f16(wh.data(), w_ld, nr, x.data(), x_ld, nt, n, out, ld);
+          else k->bf16(wb.data(), w_ld, nr, xb.data(), x_ld, nt, n, out, ld);
+        };
+        auto weight = [&](int64_t i) {
+          return t == DType::F32 ? w[i] : t == DType::F16 ? f16_to_f32(wh[i]) : bf16_to_f32(wb[i]);
+        };
+        auto input = [&](int64_t i) { return t == DType::BF16 ? bf16_to_f32(xb[i]) : x[i]; };
+        std::vector<float> full(kFloatTile * ld, -7.0f);
+        run(kFloatTile, kFloatTile, full.data());
+        for (int tk = 0; tk < kFloatTile; ++tk) {
+          for (int r = 0; r < kFloatTile; ++r) {
+            double want = 0;
+            for (int64_t i = 0; i < n; ++i) want += double{weight(r * w_ld + i)} * input(tk * x_ld + i);
+            EXPECT_NEAR(full[tk * ld + r], want, 2e-6 * n) << "row " << r << " token " << tk;
+          }
+        }
+        for (int nr = 1; nr <= kFloatTile; ++nr) {
+          for (int nt = 1; nt <= kFloatTile; ++nt) {
+            std::vector<float> out(kFloatTile * ld, -7.0f);
+            run(nr, nt, out.data());
+            for (int tk = 0; tk < kFloatTile; ++tk) {
+              for (int r = 0; r < ld; ++r) {
+                const float want = tk < nt && r < nr ? full[tk * ld + r] : -7.0f;
+                EXPECT_EQ(out[tk * ld + r], want) << "nr=" << nr << " nt=" << nt << " row " << r << " token " << tk;
+              }
+            }
+          }
+        }
+      }
     }
   }
 }

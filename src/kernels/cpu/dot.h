@@ -11,11 +11,31 @@
 
 namespace sy::cpu {
 
+// Float weights go a tile at a time: W rows r < nr <= kFloatTile (w_ld values apart)
+// against token rows t < nt <= kFloatTile of x (x_ld apart),
+//   out[t * ld + r] = dot(W row r, x row t)   over n values,
+// so that a register-tiled kernel loads each weight vector once for several tokens and
+// each activation vector once for several rows. Every (row, token) sum is formed the same
+// way whatever nr and nt are: a token's result does not depend on the batch around it.
+constexpr int kFloatTile = 4;
+template <class W, class X>
+using FloatTile = void (*)(const W* w, int64_t w_ld, int nr, const X* x, int64_t x_ld, int nt, int64_t n, float* out,
+                           int64_t ld);
+
+// A tile as one row dot per (row, token): the tables without register tiles.
+template <class W, class X, float (*Dot)(const W*, const X*, int64_t)>
+void tile_of_dots(const W* w, int64_t w_ld, int nr, const X* x, int64_t x_ld, int nt, int64_t n, float* out,
+                  int64_t ld) {
+  for (int t = 0; t < nt; ++t) {
+    for (int r = 0; r < nr; ++r) out[t * ld + r] = Dot(w + r * w_ld, x + t * x_ld, n);
+  }
+}
+
 struct DotKernels {
   const char* isa;
-  float (*f32)(const float* w, const float* x, int64_t n);
-  float (*f16)(const uint16_t* w, const float* x, int64_t n);
-  float (*bf16)(const uint16_t* w, const uint16_t* x, int64_t n);
+  FloatTile<float, float> f32;
+  FloatTile<uint16_t, float> f16;          // F16 weights
+  FloatTile<uint16_t, uint16_t> bf16;      // BF16 weights and activations
   float (*q8_0)(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n);
   float (*q4_0)(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n);
   void (*axpy)(float a, const float* x, float* y, int64_t n);  // y += a * x

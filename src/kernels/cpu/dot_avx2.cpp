@@ -378,9 +378,9 @@ const DotKernels* dot_kernels_avx2() {
     return nullptr;
   }
   static const DotKernels k{"avx2",
-                            dot_f32,
-                            dot_f16,
-                            dot_bf16,
+                            tile_of_dots<float, float, dot_f32>,
+                            tile_of_dots<uint16_t, float, dot_f16>,
+                            tile_of_dots<uint16_t, uint16_t, dot_bf16>,
                             dot_q8_0,
                             dot_q4_0,
                             axpy,

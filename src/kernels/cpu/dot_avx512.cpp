@@ -1,7 +1,7 @@
-// The float-weight row dots on AVX-512: F32 and F16 at 16 lanes per FMA, and BF16 on
-// AVX-512 BF16, where vdpbf16ps multiplies 32 BF16 pairs and adds each two neighbours
-// into one f32 lane (what four AVX2 FMAs and their widening shifts do). Every other
-// kernel is the AVX2 table's; Q4_0 / Q8_0 weights take the packed VNNI kernels.
+// Float-weight tiles on AVX-512 (see FloatTile in dot.h): F32 and F16 at 16 lanes per FMA,
+// and BF16 on AVX-512 BF16, where vdpbf16ps multiplies 32 BF16 pairs and adds each two
+// neighbours into one f32 lane (what four AVX2 FMAs and their widening shifts do). Every
+// other kernel is the AVX2 table's; Q4_0 / Q8_0 weights take the packed VNNI kernels.
 #include "kernels/cpu/dot.h"
 
 #if defined(__x86_64__)
@@ -33,46 +33,149 @@ SY_AVX512 __attribute__((always_inline)) inline __m512 load_w(const uint16_t* p,
   return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
 }
 
-// F32 or F16 weights (W) against float activations: four chains of 16 lanes hide the
-// FMA latency when the row is in cache (prefill, batches).
+// The tile's weight rows; rows past nr repeat row 0 (computed, never stored), so that the
+// loops below have fixed bounds.
 template <class W>
-SY_AVX512 float dot_float(const W* w, const float* x, int64_t n) {
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+inline void tile_rows(const W* w, int64_t w_ld, int nr, const W* rows[kFloatTile]) {
+  for (int r = 0; r < kFloatTile; ++r) rows[r] = w + (r < nr ? r : 0) * w_ld;
+}
+
+// One token (decode, bound by memory): the rows one after the other, each read as one
+// stream (4 rows' streams interleaved read F16 weights ~30% slower from memory here), with
+// the one chain per row of the tiles below, so that the sums are formed the same way.
+template <class W>
+SY_AVX512 float float_row(const W* w, const float* x, int64_t n) {
+  __m512 acc = _mm512_setzero_ps();
   int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    a0 = _mm512_fmadd_ps(load_w(w + i), _mm512_loadu_ps(x + i), a0);
-    a1 = _mm512_fmadd_ps(load_w(w + i + 16), _mm512_loadu_ps(x + i + 16), a1);
-    a2 = _mm512_fmadd_ps(load_w(w + i + 32), _mm512_loadu_ps(x + i + 32), a2);
-    a3 = _mm512_fmadd_ps(load_w(w + i + 48), _mm512_loadu_ps(x + i + 48), a3);
-  }
-  for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(load_w(w + i), _mm512_loadu_ps(x + i), a0);
+  for (; i + 16 <= n; i += 16) acc = _mm512_fmadd_ps(load_w(w + i), _mm512_loadu_ps(x + i), acc);
   if (i < n) {
     const __mmask16 m = first16(n - i);
-    a1 = _mm512_fmadd_ps(load_w(w + i, m), _mm512_maskz_loadu_ps(m, x + i), a1);
+    acc = _mm512_fmadd_ps(load_w(w + i, m), _mm512_maskz_loadu_ps(m, x + i), acc);
   }
-  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  return _mm512_reduce_add_ps(acc);
 }
 
-SY_AVX512BF16 __attribute__((always_inline)) inline __m512 dp(__m512 acc, const uint16_t* w, const uint16_t* x) {
-  return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_loadu_si512(w), (__m512bh)_mm512_loadu_si512(x));
-}
-
-SY_AVX512BF16 float dot_bf16(const uint16_t* w, const uint16_t* x, int64_t n) {
-  // Four chains hide the instruction's latency when the row is in cache (prefill).
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+SY_AVX512BF16 float bf16_row(const uint16_t* w, const uint16_t* x, int64_t n) {
+  __m512 acc = _mm512_setzero_ps();
   int64_t i = 0;
-  for (; i + 128 <= n; i += 128) {
-    a0 = dp(a0, w + i, x + i);
-    a1 = dp(a1, w + i + 32, x + i + 32);
-    a2 = dp(a2, w + i + 64, x + i + 64);
-    a3 = dp(a3, w + i + 96, x + i + 96);
+  for (; i + 32 <= n; i += 32) {
+    acc = _mm512_dpbf16_ps(acc, (__m512bh)_mm512_loadu_si512(w + i), (__m512bh)_mm512_loadu_si512(x + i));
   }
-  for (; i + 32 <= n; i += 32) a0 = dp(a0, w + i, x + i);
+  if (i < n) {
+    const __mmask32 m = first32(n - i);
+    acc = _mm512_dpbf16_ps(acc, (__m512bh)_mm512_maskz_loadu_epi16(m, w + i), (__m512bh)_mm512_maskz_loadu_epi16(m, x + i));
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+// F32 or F16 weights (W) against NT float token rows: 4 x NT accumulators, one per (row,
+// token), so each weight vector is loaded once for NT tokens and each activation vector
+// once for 4 rows.
+template <class W, int NT>
+SY_AVX512 void float_tile(const W* w, int64_t w_ld, int nr, const float* x, int64_t x_ld, int64_t n, float* out,
+                          int64_t ld) {
+  if constexpr (NT == 1) {
+    for (int r = 0; r < nr; ++r) out[r] = float_row(w + r * w_ld, x, n);
+    return;
+  }
+  const W* wr[kFloatTile];
+  tile_rows(w, w_ld, nr, wr);
+  __m512 acc[kFloatTile][NT];
+#pragma GCC unroll 4
+  for (int r = 0; r < kFloatTile; ++r)
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 xv[NT];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) xv[t] = _mm512_loadu_ps(x + t * x_ld + i);
+#pragma GCC unroll 4
+    for (int r = 0; r < kFloatTile; ++r) {
+      const __m512 wv = load_w(wr[r] + i);
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
+    }
+  }
+  if (i < n) {  // zeros past the end add nothing
+    const __mmask16 m = first16(n - i);
+    __m512 xv[NT];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) xv[t] = _mm512_maskz_loadu_ps(m, x + t * x_ld + i);
+#pragma GCC unroll 4
+    for (int r = 0; r < kFloatTile; ++r) {
+      const __m512 wv = load_w(wr[r] + i, m);
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t)
+    for (int r = 0; r < nr; ++r) out[t * ld + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+// BF16 weights against NT BF16 token rows, the same tiling with vdpbf16ps (32 values per
+// step).
+template <int NT>
+SY_AVX512BF16 void bf16_tile(const uint16_t* w, int64_t w_ld, int nr, const uint16_t* x, int64_t x_ld, int64_t n,
+                             float* out, int64_t ld) {
+  if constexpr (NT == 1) {
+    for (int r = 0; r < nr; ++r) out[r] = bf16_row(w + r * w_ld, x, n);
+    return;
+  }
+  const uint16_t* wr[kFloatTile];
+  tile_rows(w, w_ld, nr, wr);
+  __m512 acc[kFloatTile][NT];
+#pragma GCC unroll 4
+  for (int r = 0; r < kFloatTile; ++r)
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m512bh xv[NT];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) xv[t] = (__m512bh)_mm512_loadu_si512(x + t * x_ld + i);
+#pragma GCC unroll 4
+    for (int r = 0; r < kFloatTile; ++r) {
+      const __m512bh wv = (__m512bh)_mm512_loadu_si512(wr[r] + i);
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv, xv[t]);
+    }
+  }
   if (i < n) {  // zeros past the end add nothing
     const __mmask32 m = first32(n - i);
-    a1 = _mm512_dpbf16_ps(a1, (__m512bh)_mm512_maskz_loadu_epi16(m, w + i), (__m512bh)_mm512_maskz_loadu_epi16(m, x + i));
+    __m512bh xv[NT];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) xv[t] = (__m512bh)_mm512_maskz_loadu_epi16(m, x + t * x_ld + i);
+#pragma GCC unroll 4
+    for (int r = 0; r < kFloatTile; ++r) {
+      const __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(m, wr[r] + i);
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv, xv[t]);
+    }
   }
-  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  for (int t = 0; t < NT; ++t)
+    for (int r = 0; r < nr; ++r) out[t * ld + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+// The table's entries: the token count picks the instantiation.
+template <class W>
+SY_AVX512 void float_tiles(const W* w, int64_t w_ld, int nr, const float* x, int64_t x_ld, int nt, int64_t n,
+                           float* out, int64_t ld) {
+  switch (nt) {
+    case 1: return float_tile<W, 1>(w, w_ld, nr, x, x_ld, n, out, ld);
+    case 2: return float_tile<W, 2>(w, w_ld, nr, x, x_ld, n, out, ld);
+    case 3: return float_tile<W, 3>(w, w_ld, nr, x, x_ld, n, out, ld);
+    default: return float_tile<W, 4>(w, w_ld, nr, x, x_ld, n, out, ld);
+  }
+}
+SY_AVX512BF16 void bf16_tiles(const uint16_t* w, int64_t w_ld, int nr, const uint16_t* x, int64_t x_ld, int nt,
+                              int64_t n, float* out, int64_t ld) {
+  switch (nt) {
+    case 1: return bf16_tile<1>(w, w_ld, nr, x, x_ld, n, out, ld);
+    case 2: return bf16_tile<2>(w, w_ld, nr, x, x_ld, n, out, ld);
+    case 3: return bf16_tile<3>(w, w_ld, nr, x, x_ld, n, out, ld);
+    default: return bf16_tile<4>(w, w_ld, nr, x, x_ld, n, out, ld);
+  }
 }
 
 }  // namespace
@@ -86,11 +189,11 @@ const DotKernels* dot_kernels_avx512() {
   static const DotKernels k = [base] {
     DotKernels t = *base;
     t.isa = "avx512";
-    t.f32 = dot_float<float>;
-    t.f16 = dot_float<uint16_t>;
+    t.f32 = float_tiles<float>;
+    t.f16 = float_tiles<uint16_t>;
     if (__builtin_cpu_supports("avx512bf16")) {
       t.isa = "avx512-bf16";
-      t.bf16 = dot_bf16;
+      t.bf16 = bf16_tiles;
     }
     return t;
   }();

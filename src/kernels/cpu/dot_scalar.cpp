@@ -130,9 +130,9 @@ void q8_to_f32(const BlockQ8_0* x, float* y, int64_t n) { dequantize_row(DType::
 
 const DotKernels& dot_kernels_scalar() {
   static const DotKernels k{"scalar",
-                            dot_f32,
-                            dot_f16,
-                            dot_bf16,
+                            tile_of_dots<float, float, dot_f32>,
+                            tile_of_dots<uint16_t, float, dot_f16>,
+                            tile_of_dots<uint16_t, uint16_t, dot_bf16>,
                             dot_q8_0,
                             dot_q4_0,
                             axpy,

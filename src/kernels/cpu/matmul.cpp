@@ -31,21 +31,37 @@ void matmul_rows(const WeightMatrix& w, const PreparedInput& in, OutRows y, int6
   const DotKernels& k = dot_kernels();
   const int64_t n = w.cols;
   const Rows& x = in.f32_;
+  if (w.dtype == DType::F32 || w.dtype == DType::F16 || w.dtype == DType::BF16) {
+    // Tiles of up to kFloatTile rows x kFloatTile tokens, over chunks of tokens whose
+    // activations (~256 KiB) stay in L2 beside the task's rows of weights.
+    const int64_t w_ld = static_cast<int64_t>(w.row_bytes()) / (w.dtype == DType::F32 ? 4 : 2);
+    const int64_t x_bytes = n * (w.dtype == DType::BF16 ? 2 : 4);
+    const int64_t chunk = std::max<int64_t>(1, (int64_t{256} << 10) / x_bytes / kFloatTile) * kFloatTile;
+    for (int64_t t0 = 0; t0 < x.n; t0 += chunk) {
+      const int64_t t1 = std::min(x.n, t0 + chunk);
+      for (int64_t r = r0; r < r1; r += kFloatTile) {
+        const int nr = static_cast<int>(std::min<int64_t>(kFloatTile, r1 - r));
+        for (int64_t t = t0; t < t1; t += kFloatTile) {
+          const int nt = static_cast<int>(std::min<int64_t>(kFloatTile, t1 - t));
+          const void* row = w.row(r);
+          const float* xt = x.data + t * x.ld;
+          float* out = y.data + t * y.ld + r;
+          switch (w.dtype) {
+            case DType::F32: k.f32(static_cast<const float*>(row), w_ld, nr, xt, x.ld, nt, n, out, y.ld); break;
+            case DType::F16: k.f16(static_cast<const uint16_t*>(row), w_ld, nr, xt, x.ld, nt, n, out, y.ld); break;
+            default: k.bf16(static_cast<const uint16_t*>(row), w_ld, nr, in.bf16_.data() + t * n, n, nt, n, out, y.ld); break;
+          }
+        }
+      }
+    }
+    return;
+  }
   for (int64_t r = r0; r < r1; ++r) {
     const void* row = w.row(r);
     for (int64_t t = 0; t < x.n; ++t) {
-      const float* xf = x.data + t * x.ld;
       const BlockQ8_0* xq = in.q8_.data() + t * in.q8_ld_;
-      const uint16_t* xb = in.bf16_.data() + t * n;
-      float v = 0.0f;
-      switch (w.dtype) {
-        case DType::F32: v = k.f32(static_cast<const float*>(row), xf, n); break;
-        case DType::F16: v = k.f16(static_cast<const uint16_t*>(row), xf, n); break;
-        case DType::BF16: v = k.bf16(static_cast<const uint16_t*>(row), xb, n); break;
-        case DType::Q8_0: v = k.q8_0(static_cast<const BlockQ8_0*>(row), xq, n); break;
-        case DType::Q4_0: v = k.q4_0(static_cast<const BlockQ4_0*>(row), xq, n); break;
-      }
-      y.data[t * y.ld + r] = v;
+      y.data[t * y.ld + r] = w.dtype == DType::Q8_0 ? k.q8_0(static_cast<const BlockQ8_0*>(row), xq, n)
+                                                    : k.q4_0(static_cast<const BlockQ4_0*>(row), xq, n);
     }
   }
 }
