@@ -429,6 +429,35 @@ TEST(Kernels, MatmulMatchesNaiveProduct) {
   }
 }
 
+// Float weights over many tokens: rows wide enough that the token rows go in several
+// L2-sized chunks, each with a short tile first; every token's outputs have the bits it
+// gets when it is multiplied alone, and match a sum in double.
+TEST(Kernels, FloatMatmulGivesEveryTokenItsOwnBits) {
+  ThreadPool pool(2);
+  MatmulScratch scratch, alone;
+  const int64_t rows = 9, cols = 8192 + 16, n = 21;  // 32 KiB per f32 token row: chunks of 8
+  const auto w = random_vec(rows * cols, 8), x = random_vec(n * cols, 9);
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    const auto wq = encode(t, w, rows, cols);
+    WeightMatrix m{t, rows, cols, wq.data(), "w"};
+    std::vector<float> y(n * rows), y1(rows), wr(cols);
+    matmul(m, {x.data(), n, cols}, {y.data(), rows}, pool, scratch);
+    for (int64_t i = 0; i < n; ++i) {
+      matmul(m, {x.data() + i * cols, 1, cols}, {y1.data(), rows}, pool, alone);
+      for (int64_t r = 0; r < rows; ++r) {
+        EXPECT_EQ(y[i * rows + r], y1[r]) << dtype_name(t) << " r=" << r << " t=" << i;
+        dequantize_row(t, m.row(r), wr.data(), cols);
+        double ref = 0;
+        for (int64_t c = 0; c < cols; ++c) {
+          const float xv = x[i * cols + c];
+          ref += double(wr[c]) * (t == DType::BF16 ? bf16_to_f32(f32_to_bf16(xv)) : xv);
+        }
+        EXPECT_NEAR(y1[r], ref, 2e-6 * cols) << dtype_name(t) << " r=" << r << " t=" << i;
+      }
+    }
+  }
+}
+
 TEST(Kernels, RmsNormSoftmaxSwiglu) {
   std::vector<float> x = {1, 2, 3, 4}, w = {1, 1, 2, 2}, y(4);
   rms_norm(x.data(), w.data(), 4, 0.0f, y.data());

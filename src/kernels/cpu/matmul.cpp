@@ -33,7 +33,10 @@ void matmul_rows(const WeightMatrix& w, const PreparedInput& in, OutRows y, int6
   const Rows& x = in.f32_;
   if (w.dtype == DType::F32 || w.dtype == DType::F16 || w.dtype == DType::BF16) {
     // Tiles of up to kFloatTile rows x kFloatTile tokens, over chunks of tokens whose
-    // activations (~256 KiB) stay in L2 beside the task's rows of weights.
+    // activations (~256 KiB) stay in L2 beside the task's rows of weights. The chunk's
+    // short tile goes first: the first tile over a block of rows reads it from memory,
+    // where small tiles take the rows one at a time (dot_avx512.cpp), and the full tiles
+    // after it find the rows in L1.
     const int64_t w_ld = static_cast<int64_t>(w.row_bytes()) / (w.dtype == DType::F32 ? 4 : 2);
     const int64_t x_bytes = n * (w.dtype == DType::BF16 ? 2 : 4);
     const int64_t chunk = std::max<int64_t>(1, (int64_t{256} << 10) / x_bytes / kFloatTile) * kFloatTile;
@@ -41,8 +44,9 @@ void matmul_rows(const WeightMatrix& w, const PreparedInput& in, OutRows y, int6
       const int64_t t1 = std::min(x.n, t0 + chunk);
       for (int64_t r = r0; r < r1; r += kFloatTile) {
         const int nr = static_cast<int>(std::min<int64_t>(kFloatTile, r1 - r));
-        for (int64_t t = t0; t < t1; t += kFloatTile) {
-          const int nt = static_cast<int>(std::min<int64_t>(kFloatTile, t1 - t));
+        const int64_t first = (t1 - t0) % kFloatTile == 0 ? kFloatTile : (t1 - t0) % kFloatTile;
+        for (int64_t t = t0; t < t1; t += t == t0 ? first : kFloatTile) {
+          const int nt = static_cast<int>(t == t0 ? first : kFloatTile);
           const void* row = w.row(r);
           const float* xt = x.data + t * x.ld;
           float* out = y.data + t * y.ld + r;
