@@ -262,8 +262,8 @@ double TieredExpertStore::wait_ready(int slot, std::unique_lock<std::mutex>& loc
   if (slots_[slot].state == State::Loading) {
     const double t0 = now_seconds();
     ready_.wait(lock, [&] { return slots_[slot].state != State::Loading; });
-    waited = now_seconds() - t0;
-    stats_.wait_seconds += waited;
+    stats_.wait_seconds += now_seconds() - t0;
+    waited = std::max(0.0, slots_[slot].ready_at - t0);
   }
   if (slots_[slot].state == State::Failed) throw Error(slots_[slot].error);
   return waited;

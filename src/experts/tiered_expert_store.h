@@ -115,7 +115,9 @@ class TieredExpertStore : public ExpertStore {
   // Reads and packs tensor i (gate, up, down) of the slot's expert; false on error.
   bool load_part(int slot, int i, WeightMatrix& out);
   void finish_part(int slot, double seconds);
-  // Waits until the slot's load is done; returns the seconds waited.
+  // Waits until the slot's load is done; returns the seconds the load kept the caller
+  // waiting (to the load's ready time: the thread's wake-up delay after it is not the
+  // load's latency).
   double wait_ready(int slot, std::unique_lock<std::mutex>& lock);
   void pin_profile(const std::string& path, int n_pin);
 
