@@ -1,5 +1,7 @@
-// Row dot products, one per weight type, with runtime CPU dispatch. F32 and F16 weights
-// take float activations; BF16 weights take activations rounded to BF16 (a product of two
+// Dot products of weight rows and activation rows, per weight type, with runtime CPU
+// dispatch: float weights a tile of rows and tokens at a time, quantized weights a row at
+// a time (the packed Q4_0/Q8_0 kernels are in packed.h). F32 and F16 weights take float
+// activations; BF16 weights take activations rounded to BF16 (a product of two
 // BF16 values is exact in f32, so every ISA, vdpbf16ps included, forms the same products);
 // quantized weights take activations quantized to Q8_0 (integer dot products inside each
 // 32-value block, scaled once per block). The activation types are llama.cpp's.

@@ -22,47 +22,61 @@ void PreparedInput::prepare(const WeightMatrix& w, Rows x) {
   }
 }
 
+namespace {
+
+bool float_weights(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+// Rows [r0, r1) of float weights in tiles of up to kFloatTile rows x kFloatTile tokens,
+// over chunks of tokens whose activations (~256 KiB) stay in L2 beside the task's rows of
+// weights. A chunk's short tile goes first: the first tile over a block of rows reads the
+// rows from memory, where small tiles take them one at a time (dot_avx512.cpp), and the
+// full tiles after it find them in L1.
+void float_rows(const WeightMatrix& w, const Rows& x, const uint16_t* x_bf16, OutRows y, int64_t r0, int64_t r1) {
+  const DotKernels& k = dot_kernels();
+  const int64_t n = w.cols;
+  const int64_t w_ld = static_cast<int64_t>(w.row_bytes()) / (w.dtype == DType::F32 ? 4 : 2);
+  const int64_t x_bytes = n * (w.dtype == DType::BF16 ? 2 : 4);
+  const int64_t chunk = std::max<int64_t>(1, (int64_t{256} << 10) / x_bytes / kFloatTile) * kFloatTile;
+  for (int64_t t0 = 0; t0 < x.n; t0 += chunk) {
+    const int64_t t1 = std::min(x.n, t0 + chunk);
+    const int64_t first = (t1 - t0) % kFloatTile == 0 ? kFloatTile : (t1 - t0) % kFloatTile;
+    for (int64_t r = r0; r < r1; r += kFloatTile) {
+      const int nr = static_cast<int>(std::min<int64_t>(kFloatTile, r1 - r));
+      const void* row = w.row(r);
+      for (int64_t t = t0; t < t1; t += t == t0 ? first : kFloatTile) {
+        const int nt = static_cast<int>(t == t0 ? first : kFloatTile);
+        float* out = y.data + t * y.ld + r;
+        switch (w.dtype) {
+          case DType::F32:
+            k.f32(static_cast<const float*>(row), w_ld, nr, x.data + t * x.ld, x.ld, nt, n, out, y.ld);
+            break;
+          case DType::F16:
+            k.f16(static_cast<const uint16_t*>(row), w_ld, nr, x.data + t * x.ld, x.ld, nt, n, out, y.ld);
+            break;
+          default:
+            k.bf16(static_cast<const uint16_t*>(row), w_ld, nr, x_bf16 + t * n, n, nt, n, out, y.ld);
+            break;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void matmul_rows(const WeightMatrix& w, const PreparedInput& in, OutRows y, int64_t r0, int64_t r1) {
   if (w.packed) {
     const PackedKernels& k = packed_kernels();
     (w.dtype == DType::Q4_0 ? k.q4_0 : k.q8_0)(w.data, w.row_bytes(), w.cols, r0, r1, in.packed_, y.data, y.ld);
     return;
   }
+  if (float_weights(w.dtype)) return float_rows(w, in.f32_, in.bf16_.data(), y, r0, r1);
+  // Q8_0 / Q4_0 rows in the GGUF layout (shapes the packed layout does not take).
   const DotKernels& k = dot_kernels();
   const int64_t n = w.cols;
-  const Rows& x = in.f32_;
-  if (w.dtype == DType::F32 || w.dtype == DType::F16 || w.dtype == DType::BF16) {
-    // Tiles of up to kFloatTile rows x kFloatTile tokens, over chunks of tokens whose
-    // activations (~256 KiB) stay in L2 beside the task's rows of weights. The chunk's
-    // short tile goes first: the first tile over a block of rows reads it from memory,
-    // where small tiles take the rows one at a time (dot_avx512.cpp), and the full tiles
-    // after it find the rows in L1.
-    const int64_t w_ld = static_cast<int64_t>(w.row_bytes()) / (w.dtype == DType::F32 ? 4 : 2);
-    const int64_t x_bytes = n * (w.dtype == DType::BF16 ? 2 : 4);
-    const int64_t chunk = std::max<int64_t>(1, (int64_t{256} << 10) / x_bytes / kFloatTile) * kFloatTile;
-    for (int64_t t0 = 0; t0 < x.n; t0 += chunk) {
-      const int64_t t1 = std::min(x.n, t0 + chunk);
-      for (int64_t r = r0; r < r1; r += kFloatTile) {
-        const int nr = static_cast<int>(std::min<int64_t>(kFloatTile, r1 - r));
-        const int64_t first = (t1 - t0) % kFloatTile == 0 ? kFloatTile : (t1 - t0) % kFloatTile;
-        for (int64_t t = t0; t < t1; t += t == t0 ? first : kFloatTile) {
-          const int nt = static_cast<int>(t == t0 ? first : kFloatTile);
-          const void* row = w.row(r);
-          const float* xt = x.data + t * x.ld;
-          float* out = y.data + t * y.ld + r;
-          switch (w.dtype) {
-            case DType::F32: k.f32(static_cast<const float*>(row), w_ld, nr, xt, x.ld, nt, n, out, y.ld); break;
-            case DType::F16: k.f16(static_cast<const uint16_t*>(row), w_ld, nr, xt, x.ld, nt, n, out, y.ld); break;
-            default: k.bf16(static_cast<const uint16_t*>(row), w_ld, nr, in.bf16_.data() + t * n, n, nt, n, out, y.ld); break;
-          }
-        }
-      }
-    }
-    return;
-  }
   for (int64_t r = r0; r < r1; ++r) {
     const void* row = w.row(r);
-    for (int64_t t = 0; t < x.n; ++t) {
+    for (int64_t t = 0; t < in.f32_.n; ++t) {
       const BlockQ8_0* xq = in.q8_.data() + t * in.q8_ld_;
       y.data[t * y.ld + r] = w.dtype == DType::Q8_0 ? k.q8_0(static_cast<const BlockQ8_0*>(row), xq, n)
                                                     : k.q4_0(static_cast<const BlockQ4_0*>(row), xq, n);

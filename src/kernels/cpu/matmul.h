@@ -1,9 +1,9 @@
 // y = x * W^T for a block of token rows: y[t][r] = dot(W row r, x row t).
 //
 // The input is first prepared for the weight's kernel (kept as float, rounded to BF16,
-// quantized to Q8_0 blocks, or quantized into the packed order), once per call; row tiles then run on any
-// thread. matmul() does both; the grouped expert executor prepares many inputs and
-// schedules the tiles of several matrices in one parallel job.
+// quantized to Q8_0 blocks, or quantized into the packed order), once per call; row tiles
+// then run on any thread. matmul() does both; the grouped expert executor prepares many
+// inputs and schedules the tiles of several matrices in one parallel job.
 #pragma once
 
 #include <cstdint>
