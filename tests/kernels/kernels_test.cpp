@@ -67,6 +67,25 @@ TEST(Kernels, DispatchedDotMatchesScalar) {
   }
 }
 
+// BF16 rounding of activations: every table gives f32_to_bf16's bits, ties to even, on
+// infinities, NaNs (kept quiet), the largest finite values and lengths with a tail.
+TEST(Kernels, ToBf16MatchesTheScalarRounding) {
+  std::vector<float> x = random_vec(77, 12);
+  const uint32_t special[] = {0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x7f7fffffu, 0xff7fffffu, 0x7f800000u,
+                              0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffbfffffu, 0x00000001u, 0x80000000u};
+  for (size_t i = 0; i < std::size(special); ++i) x[3 * i] = f32_from_bits(special[i]);
+  std::vector<const DotKernels*> tables = vector_dot_tables();
+  tables.push_back(&dot_kernels_scalar());
+  for (const DotKernels* k : tables) {
+    std::vector<uint16_t> y(x.size());
+    k->to_bf16(x.data(), y.data(), static_cast<int64_t>(x.size()));
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(y[i], f32_to_bf16(x[i])) << k->isa << " " << i;
+  }
+  EXPECT_EQ(f32_to_bf16(f32_from_bits(0x3f808000u)), 0x3f80);  // a tie goes to even
+  EXPECT_EQ(f32_to_bf16(f32_from_bits(0x3f818000u)), 0x3f82);
+  EXPECT_EQ(f32_to_bf16(f32_from_bits(0x7f800001u)) & 0x7fc0, 0x7fc0);  // a NaN stays a NaN
+}
+
 // The float-weight tiles of every table (F32, F16, BF16 rows, ld apart): every (row,
 // token) against a sum in double of the same rounded inputs, on lengths that are not
 // multiples of any vector width; and each result has the same bits whatever the tile's

@@ -84,6 +84,9 @@ struct DotKernels {
   void (*swiglu)(float* gate, const float* up, int64_t n);
   // y[i] = x[i] as f16, rounded to nearest even (rows stored into an f16 KV cache).
   void (*to_f16)(const float* x, uint16_t* y, int64_t n);
+  // y[i] = x[i] as BF16, rounded to nearest even, NaN kept quiet: f32_to_bf16's bits
+  // (activations for BF16 weights).
+  void (*to_bf16)(const float* x, uint16_t* y, int64_t n);
   // n values (a multiple of 32) of q8_0 blocks as floats (prompt rows over a q8_0 cache).
   void (*q8_to_f32)(const BlockQ8_0* x, float* y, int64_t n);
 };

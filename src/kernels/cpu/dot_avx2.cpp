@@ -362,6 +362,26 @@ SY_AVX2 void to_f16(const float* x, uint16_t* y, int64_t n) {
   for (; i < n; ++i) y[i] = f32_to_f16(x[i]);
 }
 
+// 8 floats' bits to BF16 in the low halves of the lanes, as f32_to_bf16 rounds them.
+SY_AVX2 inline __m256i bf16_bits(__m256 x) {
+  const __m256i v = _mm256_castps_si256(x);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(v, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_add_epi32(v, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+  const __m256i quiet = _mm256_or_si256(v, _mm256_set1_epi32(0x400000));
+  return _mm256_srli_epi32(_mm256_blendv_epi8(rounded, quiet, nan), 16);
+}
+
+SY_AVX2 void to_bf16(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    // packus works within 128-bit halves: a0-3 b0-3 a4-7 b4-7, put back in order.
+    const __m256i p = _mm256_packus_epi32(bf16_bits(_mm256_loadu_ps(x + i)), bf16_bits(_mm256_loadu_ps(x + i + 8)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), _mm256_permute4x64_epi64(p, 0xD8));
+  }
+  for (; i < n; ++i) y[i] = f32_to_bf16(x[i]);
+}
+
 SY_AVX2 void q8_to_f32(const BlockQ8_0* x, float* y, int64_t n) {
   for (int64_t b = 0; b < n / kQBlock; ++b) {
     const __m256 d = _mm256_set1_ps(_cvtsh_ss(x[b].d));
@@ -397,6 +417,7 @@ const DotKernels* dot_kernels_avx2() {
                             exp_minus_max,
                             swiglu,
                             to_f16,
+                            to_bf16,
                             q8_to_f32};
   return &k;
 }

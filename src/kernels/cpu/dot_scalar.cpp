@@ -124,6 +124,10 @@ void to_f16(const float* x, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = f32_to_f16(x[i]);
 }
 
+void to_bf16(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(x[i]);
+}
+
 void q8_to_f32(const BlockQ8_0* x, float* y, int64_t n) { dequantize_row(DType::Q8_0, x, y, n); }
 
 }  // namespace
@@ -149,6 +153,7 @@ const DotKernels& dot_kernels_scalar() {
                             exp_minus_max_f32,
                             swiglu,
                             to_f16,
+                            to_bf16,
                             q8_to_f32};
   return k;
 }

@@ -18,7 +18,8 @@ void PreparedInput::prepare(const WeightMatrix& w, Rows x) {
     for (int64_t t = 0; t < x.n; ++t) quantize_row_q8_0(x.data + t * x.ld, q8_.data() + t * q8_ld_, w.cols);
   } else if (takes_bf16_activations(w.dtype)) {
     if (bf16_.size() < static_cast<size_t>(w.cols * x.n)) bf16_.resize(w.cols * x.n);
-    for (int64_t t = 0; t < x.n; ++t) quantize_row(DType::BF16, x.data + t * x.ld, bf16_.data() + t * w.cols, w.cols);
+    const DotKernels& k = dot_kernels();
+    for (int64_t t = 0; t < x.n; ++t) k.to_bf16(x.data + t * x.ld, bf16_.data() + t * w.cols, w.cols);
   }
 }
 
