@@ -336,24 +336,27 @@ TEST_F(ServerHttp, ClientThatHangsUpMidStreamFreesItsKvBlocks) {
 
 TEST(ServerCancel, NonStreamingClientThatGivesUpIsNoticedToo) {
   EngineConfig ec;
-  ec.ctx_size = 512;  // a long generation, so the client surely gives up first
+  ec.ctx_size = 4096;  // a generation of seconds, so the client surely gives up first
   TestServer srv(ec);
-  json body = completion_body("In the beginning God", 480, false);
+  json body = completion_body("In the beginning God", 4000, false);
   body["ignore_eos"] = true;
   const HttpReply r = http_post(srv.endpoint(0.1), "/v1/completions", body.dump());
   EXPECT_EQ(r.status, 0) << "the client timed out";
   EXPECT_TRUE(srv.wait_metric("switchyard_requests_finished_total{reason=\"cancelled\"}", 1));
   EXPECT_TRUE(srv.wait_metric("switchyard_kv_blocks_used", 0));
-  EXPECT_LT(srv.metric("switchyard_generation_tokens_total"), 480);
+  EXPECT_LT(srv.metric("switchyard_generation_tokens_total"), 4000);
 }
 
 TEST(ServerOverload, FullQueueGets503WithRetryAfter) {
   EngineConfig ec;
   ec.parallel = 1;
   ec.max_queue = 1;
-  ec.ctx_size = 512;
+  // Generations of seconds (cancelled at the end), so the first still runs when the
+  // second queues, even on a loaded machine: 480 tokens took ~0.2 s and once finished
+  // before the second request arrived.
+  ec.ctx_size = 4096;
   TestServer srv(ec);
-  json body = completion_body("In the beginning God", 480, true);
+  json body = completion_body("In the beginning God", 4000, true);
   body["ignore_eos"] = true;
   // One request runs, one waits; the third finds the queue full.
   std::atomic<int> started{0};
