@@ -118,9 +118,9 @@ void BM_FloatTile(benchmark::State& state) {
   quantize_row(DType::BF16, x.data(), xb.data(), kFloatTile * n);
   for (auto _ : state) {
     switch (t) {
-      case DType::F16: k->f16(w16.data(), n, kFloatTile, x.data(), n, kFloatTile, n, out.data(), kFloatTile); break;
-      case DType::BF16: k->bf16(w16.data(), n, kFloatTile, xb.data(), n, kFloatTile, n, out.data(), kFloatTile); break;
-      default: k->f32(wf.data(), n, kFloatTile, x.data(), n, kFloatTile, n, out.data(), kFloatTile); break;
+      case DType::F16: k->f16(w16.data(), n, kFloatTile, x.data(), n, kFloatTile, n, out.data(), kFloatTile, false); break;
+      case DType::BF16: k->bf16(w16.data(), n, kFloatTile, xb.data(), n, kFloatTile, n, out.data(), kFloatTile, false); break;
+      default: k->f32(wf.data(), n, kFloatTile, x.data(), n, kFloatTile, n, out.data(), kFloatTile, false); break;
     }
     benchmark::DoNotOptimize(out.data());
   }

@@ -102,17 +102,17 @@ TEST(Kernels, FloatTilesMatchSumsWhateverTheTileShape) {
       for (size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(x[i]);
       for (DType t : {DType::F32, DType::F16, DType::BF16}) {
         SCOPED_TRACE(std::string(k->isa) + " " + dtype_name(t) + " n=" + std::to_string(n));
-        auto run = [&](int nr, int nt, float* out) {
-          if (t == DType::F32) k->f32(w.data(), w_ld, nr, x.data(), x_ld, nt, n, out, ld);
-          else if (t == DType::F16) k->f16(wh.data(), w_ld, nr, x.data(), x_ld, nt, n, out, ld);
-          else k->bf16(wb.data(), w_ld, nr, xb.data(), x_ld, nt, n, out, ld);
+        auto run = [&](int nr, int nt, float* out, bool cold) {
+          if (t == DType::F32) k->f32(w.data(), w_ld, nr, x.data(), x_ld, nt, n, out, ld, cold);
+          else if (t == DType::F16) k->f16(wh.data(), w_ld, nr, x.data(), x_ld, nt, n, out, ld, cold);
+          else k->bf16(wb.data(), w_ld, nr, xb.data(), x_ld, nt, n, out, ld, cold);
         };
         auto weight = [&](int64_t i) {
           return t == DType::F32 ? w[i] : t == DType::F16 ? f16_to_f32(wh[i]) : bf16_to_f32(wb[i]);
         };
         auto input = [&](int64_t i) { return t == DType::BF16 ? bf16_to_f32(xb[i]) : x[i]; };
         std::vector<float> full(kFloatTile * ld, -7.0f);
-        run(kFloatTile, kFloatTile, full.data());
+        run(kFloatTile, kFloatTile, full.data(), false);
         for (int tk = 0; tk < kFloatTile; ++tk) {
           for (int r = 0; r < kFloatTile; ++r) {
             double want = 0;
@@ -122,12 +122,15 @@ TEST(Kernels, FloatTilesMatchSumsWhateverTheTileShape) {
         }
         for (int nr = 1; nr <= kFloatTile; ++nr) {
           for (int nt = 1; nt <= kFloatTile; ++nt) {
-            std::vector<float> out(kFloatTile * ld, -7.0f);
-            run(nr, nt, out.data());
-            for (int tk = 0; tk < kFloatTile; ++tk) {
-              for (int r = 0; r < ld; ++r) {
-                const float want = tk < nt && r < nr ? full[tk * ld + r] : -7.0f;
-                EXPECT_EQ(out[tk * ld + r], want) << "nr=" << nr << " nt=" << nt << " row " << r << " token " << tk;
+            for (bool cold : {false, true}) {  // with and without prefetching the next rows
+              std::vector<float> out(kFloatTile * ld, -7.0f);
+              run(nr, nt, out.data(), cold);
+              for (int tk = 0; tk < kFloatTile; ++tk) {
+                for (int r = 0; r < ld; ++r) {
+                  const float want = tk < nt && r < nr ? full[tk * ld + r] : -7.0f;
+                  EXPECT_EQ(out[tk * ld + r], want)
+                      << "nr=" << nr << " nt=" << nt << " cold=" << cold << " row " << r << " token " << tk;
+                }
               }
             }
           }

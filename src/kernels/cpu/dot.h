@@ -19,15 +19,17 @@ namespace sy::cpu {
 // so that a register-tiled kernel loads each weight vector once for several tokens and
 // each activation vector once for several rows. Every (row, token) sum is formed the same
 // way whatever nr and nt are: a token's result does not depend on the batch around it.
+// `cold`: the first tile over these rows, which reads them from memory (the kernel may
+// prefetch the rows that follow).
 constexpr int kFloatTile = 4;
 template <class W, class X>
 using FloatTile = void (*)(const W* w, int64_t w_ld, int nr, const X* x, int64_t x_ld, int nt, int64_t n, float* out,
-                           int64_t ld);
+                           int64_t ld, bool cold);
 
 // A tile as one row dot per (row, token): the tables without register tiles.
 template <class W, class X, float (*Dot)(const W*, const X*, int64_t)>
 void tile_of_dots(const W* w, int64_t w_ld, int nr, const X* x, int64_t x_ld, int nt, int64_t n, float* out,
-                  int64_t ld) {
+                  int64_t ld, bool /*cold*/) {
   for (int t = 0; t < nt; ++t) {
     for (int r = 0; r < nr; ++r) out[t * ld + r] = Dot(w + r * w_ld, x + t * x_ld, n);
   }

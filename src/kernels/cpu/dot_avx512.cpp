@@ -4,6 +4,8 @@
 // other kernel is the AVX2 table's; Q4_0 / Q8_0 weights take the packed VNNI kernels.
 #include "kernels/cpu/dot.h"
 
+#include <algorithm>
+
 #if defined(__x86_64__)
 // GCC 12's AVX-512 headers seed intrinsics with deliberately undefined vectors, which
 // -Wmaybe-uninitialized reports at every use once inlined here.
@@ -62,9 +64,12 @@ struct Bf16Step {
 // token), so each weight vector is loaded once for NT tokens and each activation vector
 // once for NR rows. out[t * ld + r] for r < nr <= NR; rows past nr repeat row 0
 // (computed, never stored), so that the loops have fixed bounds.
-template <class S, int NR, int NT>
+template <class S, int NR, int NT, bool kPrefetch = false>
 SY_AVX512 void tile(const typename S::W* w, int64_t w_ld, int nr, const typename S::X* x, int64_t x_ld, int64_t n,
                     float* out, int64_t ld) {
+  // Rows at least 8 KiB (and at least one tile) ahead: the interleaved rows of a tile
+  // read 16-21 GB/s per thread from memory without it, 30-32 with it.
+  const int64_t ahead = kPrefetch ? std::max<int64_t>(NR, (8192 / (w_ld * int64_t{sizeof(typename S::W)}) + NR) / NR * NR) * w_ld : 0;
   const typename S::W* wr[NR];
   for (int r = 0; r < NR; ++r) wr[r] = w + (r < nr ? r : 0) * w_ld;
   __m512 acc[NR][NT];
@@ -79,6 +84,7 @@ SY_AVX512 void tile(const typename S::W* w, int64_t w_ld, int nr, const typename
     for (int t = 0; t < NT; ++t) xv[t] = S::load_x(x + t * x_ld + i);
 #pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) {
+      if constexpr (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(wr[r] + i + ahead), _MM_HINT_T0);
       const typename S::V wv = S::load_w(wr[r] + i);
 #pragma GCC unroll 4
       for (int t = 0; t < NT; ++t) acc[r][t] = S::madd(acc[r][t], wv, xv[t]);
@@ -107,7 +113,7 @@ SY_AVX512 void tile(const typename S::W* w, int64_t w_ld, int nr, const typename
 // 28-31 for one row after the other).
 template <class S>
 SY_AVX512 void tiles(const typename S::W* w, int64_t w_ld, int nr, const typename S::X* x, int64_t x_ld, int nt,
-                     int64_t n, float* out, int64_t ld) {
+                     int64_t n, float* out, int64_t ld, bool cold) {
   switch (nt) {
     case 1:
       for (int r = 0; r < nr; ++r) tile<S, 1, 1>(w + r * w_ld, w_ld, 1, x, x_ld, n, out + r, ld);
@@ -115,8 +121,12 @@ SY_AVX512 void tiles(const typename S::W* w, int64_t w_ld, int nr, const typenam
     case 2:
       for (int r = 0; r < nr; ++r) tile<S, 1, 2>(w + r * w_ld, w_ld, 1, x, x_ld, n, out + r, ld);
       return;
-    case 3: return tile<S, kFloatTile, 3>(w, w_ld, nr, x, x_ld, n, out, ld);
-    default: return tile<S, kFloatTile, 4>(w, w_ld, nr, x, x_ld, n, out, ld);
+    case 3:
+      return cold ? tile<S, kFloatTile, 3, true>(w, w_ld, nr, x, x_ld, n, out, ld)
+                  : tile<S, kFloatTile, 3>(w, w_ld, nr, x, x_ld, n, out, ld);
+    default:
+      return cold ? tile<S, kFloatTile, 4, true>(w, w_ld, nr, x, x_ld, n, out, ld)
+                  : tile<S, kFloatTile, 4>(w, w_ld, nr, x, x_ld, n, out, ld);
   }
 }
 

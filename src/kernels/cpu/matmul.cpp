@@ -49,13 +49,13 @@ void float_rows(const WeightMatrix& w, const Rows& x, const uint16_t* x_bf16, Ou
         float* out = y.data + t * y.ld + r;
         switch (w.dtype) {
           case DType::F32:
-            k.f32(static_cast<const float*>(row), w_ld, nr, x.data + t * x.ld, x.ld, nt, n, out, y.ld);
+            k.f32(static_cast<const float*>(row), w_ld, nr, x.data + t * x.ld, x.ld, nt, n, out, y.ld, t == t0);
             break;
           case DType::F16:
-            k.f16(static_cast<const uint16_t*>(row), w_ld, nr, x.data + t * x.ld, x.ld, nt, n, out, y.ld);
+            k.f16(static_cast<const uint16_t*>(row), w_ld, nr, x.data + t * x.ld, x.ld, nt, n, out, y.ld, t == t0);
             break;
           default:
-            k.bf16(static_cast<const uint16_t*>(row), w_ld, nr, x_bf16 + t * n, n, nt, n, out, y.ld);
+            k.bf16(static_cast<const uint16_t*>(row), w_ld, nr, x_bf16 + t * n, n, nt, n, out, y.ld, t == t0);
             break;
         }
       }
