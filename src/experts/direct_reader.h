@@ -38,6 +38,7 @@ class DirectReader {
   void submit(std::function<void()> job, bool urgent = false);
 
   bool direct() const { return direct_; }
+  int threads() const { return static_cast<int>(threads_.size()); }
   const std::string& path() const { return path_; }
 
  private:

@@ -107,7 +107,6 @@ TieredExpertStore::TieredExpertStore(const GgufFile& f, const HParams& hp, const
   }
   const int64_t cap = int64_t{per_layer_} * n_moe;
   reader_ = std::make_unique<DirectReader>(f.path(), opt.io_threads);
-  io_threads_ = opt.io_threads;
   slots_.resize(static_cast<size_t>(cap));
   for (Slot& s : slots_) {
     for (int i = 0; i < 3; ++i) {

@@ -79,7 +79,7 @@ class TieredExpertStore : public ExpertStore {
   const ExpertStoreStats& stats() const { return stats_; }
   const std::string& policy_name() const { return policy_name_; }
   bool direct_io() const { return reader_->direct(); }
-  int io_threads() const { return io_threads_; }
+  int io_threads() const { return reader_->threads(); }
   // Every read a miss can issue: each expert matrix's place in the file (for a probe of
   // the disk under the store's own pattern).
   std::vector<FileRange> expert_reads() const;
@@ -126,7 +126,6 @@ class TieredExpertStore : public ExpertStore {
   int n_expert_;
   std::vector<Source> sources_;
   std::unique_ptr<DirectReader> reader_;
-  int io_threads_ = 0;
   WeightArena arena_;
   std::vector<Slot> slots_;
   std::vector<int> slot_of_;     // unit -> slot, -1 when not resident

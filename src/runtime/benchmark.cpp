@@ -413,8 +413,9 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt, const 
                            {"disk_read_gbps_expert_reads", r.disk_bw_experts}};
     log("  direct read: " + std::to_string(r.disk_bw1) + " GB/s (1 stream), " + std::to_string(r.disk_bw) +
         " GB/s (4 streams), " + std::to_string(r.disk_bw_experts) + " GB/s (expert reads, " +
-        std::to_string(r.tiered->io_threads()) + " in flight); cache of " + std::to_string(r.tiered->capacity()) + " experts, policy " +
-        r.tiered->policy_name() + ", prefetch " + std::to_string(model.prefetch_layers()) + " layer(s) ahead");
+        std::to_string(r.tiered->io_threads()) + " in flight); cache of " + std::to_string(r.tiered->capacity()) +
+        " experts, policy " + r.tiered->policy_name() + ", prefetch " + std::to_string(model.prefetch_layers()) +
+        " layer(s) ahead");
   }
 
   out["dense_weight_bytes_per_step"] = model.dense_weight_bytes();

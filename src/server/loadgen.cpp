@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -275,11 +276,19 @@ namespace {
 
 // Output tokens/s of the baseline run (one request at a time) of `round`, 0 when there is
 // none; `steady`: its steady rate (with one client, that of the whole run).
-double baseline_throughput(const std::vector<RunReport>& runs, int round, bool steady = false) {
+double baseline_throughput(const std::vector<RunReport>& runs, int round, bool steady) {
   for (const auto& r : runs) {
     if (r.round == round && r.name == "baseline") return steady ? r.steady_output_tokens_per_s : r.output_tokens_per_s;
   }
   return 0;
+}
+
+// Run r's output tokens/s (`steady`: its steady rate) over its round's baseline; none
+// without a baseline.
+std::optional<double> ratio_to_baseline(const std::vector<RunReport>& runs, const RunReport& r, bool steady) {
+  const double base = baseline_throughput(runs, r.round, steady);
+  if (base <= 0) return std::nullopt;
+  return (steady ? r.steady_output_tokens_per_s : r.output_tokens_per_s) / base;
 }
 
 }  // namespace
@@ -287,12 +296,11 @@ double baseline_throughput(const std::vector<RunReport>& runs, int round, bool s
 std::vector<Loadgen::RatioSummary> Loadgen::ratios_to_baseline(const std::vector<RunReport>& runs, bool steady) {
   std::vector<RatioSummary> out;
   for (const auto& r : runs) {
-    const double base = baseline_throughput(runs, r.round, steady);
-    const double v = steady ? r.steady_output_tokens_per_s : r.output_tokens_per_s;
-    if (r.name == "baseline" || base <= 0 || (steady && r.concurrency == 0)) continue;
+    const std::optional<double> ratio = ratio_to_baseline(runs, r, steady);
+    if (r.name == "baseline" || !ratio || (steady && r.concurrency == 0)) continue;
     auto it = std::find_if(out.begin(), out.end(), [&](const RatioSummary& s) { return s.label == r.name; });
     if (it == out.end()) it = out.insert(out.end(), RatioSummary{r.name, {}, 0, 0, 0});
-    it->ratios.push_back(v / base);
+    it->ratios.push_back(*ratio);
   }
   for (auto& s : out) {
     const Summary q = summarize(s.ratios);
@@ -316,12 +324,11 @@ std::string Loadgen::table(const std::vector<RunReport>& runs) {
   for (const auto& r : runs) {
     const std::string ttft = percentiles("%.0f", r.ttft_ms), tpot = percentiles("%.1f", r.tpot_ms),
                       e2e = percentiles("%.2f", r.e2e_s);
-    const double base = baseline_throughput(runs, r.round), steady_base = baseline_throughput(runs, r.round, true);
-    const std::string ratio = base > 0 ? fmt("%.2f", r.output_tokens_per_s / base) : "-";
     const bool steady = r.steady_output_tokens_per_s > 0;
+    const std::optional<double> q = ratio_to_baseline(runs, r, false), qs = ratio_to_baseline(runs, r, true);
+    const std::string ratio = q ? fmt("%.2f", *q) : "-";
     const std::string steady_rate = steady ? fmt("%.1f", r.steady_output_tokens_per_s) : "-";
-    const std::string steady_ratio =
-        steady && steady_base > 0 ? fmt("%.2f", r.steady_output_tokens_per_s / steady_base) : "-";
+    const std::string steady_ratio = steady && qs ? fmt("%.2f", *qs) : "-";
     std::snprintf(line, sizeof(line), "%-20s %6d %6d %9.2f %10.1f %7s %8s %7s   %-22s %-22s %-22s\n",
                   r.label.c_str(), r.completed, r.failed, r.requests_per_s, r.output_tokens_per_s, ratio.c_str(),
                   steady_rate.c_str(), steady_ratio.c_str(), ttft.c_str(), tpot.c_str(), e2e.c_str());
@@ -358,7 +365,6 @@ json Loadgen::report_json(const std::vector<RunReport>& runs) const {
   };
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& r : runs) {
-    const double base = baseline_throughput(runs, r.round);
     nlohmann::json j = {{"label", r.label},
                         {"round", r.round + 1},
                         {"rate", std::isfinite(r.rate) ? nlohmann::json(r.rate) : nlohmann::json("inf")},
@@ -373,12 +379,11 @@ json Loadgen::report_json(const std::vector<RunReport>& runs) const {
                         {"ttft_ms", sum(r.ttft_ms)},
                         {"tpot_ms", sum(r.tpot_ms)},
                         {"e2e_s", sum(r.e2e_s)}};
-    if (base > 0) j["output_tokens_per_s_vs_baseline"] = r.output_tokens_per_s / base;
+    if (const auto q = ratio_to_baseline(runs, r, false)) j["output_tokens_per_s_vs_baseline"] = *q;
     if (r.steady_output_tokens_per_s > 0) {
       j["steady_window_s"] = r.steady_window_s;
       j["steady_output_tokens_per_s"] = r.steady_output_tokens_per_s;
-      const double steady_base = baseline_throughput(runs, r.round, true);
-      if (steady_base > 0) j["steady_output_tokens_per_s_vs_baseline"] = r.steady_output_tokens_per_s / steady_base;
+      if (const auto q = ratio_to_baseline(runs, r, true)) j["steady_output_tokens_per_s_vs_baseline"] = *q;
     }
     if (!r.first_error.empty()) j["first_error"] = r.first_error;
     arr.push_back(j);
