@@ -12,6 +12,7 @@
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/packed.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/stream_read.h"
 #include "kernels/cpu/weight_prep.h"
@@ -128,6 +129,24 @@ void BM_FloatTile(benchmark::State& state) {
   state.SetLabel(dtype_name(t) + " " + k->isa);
 }
 BENCHMARK(BM_FloatTile)->ArgsProduct({{int(DType::F32), int(DType::F16), int(DType::BF16)}, {0, 1}});
+
+// Packing one expert matrix (olmoe's 1024 x 2048) in place, as the expert store does with
+// every matrix it reads from disk; bytes/s against the disk's rate.
+void BM_PackExpert(benchmark::State& state) {
+  const auto t = static_cast<DType>(state.range(0));
+  const int64_t rows = 1024, cols = 2048;
+  const size_t rb = dtype_row_bytes(t, cols);
+  std::vector<uint8_t> m(rb * rows);
+  std::mt19937 rng(3);
+  for (auto& b : m) b = static_cast<uint8_t>(rng());
+  for (int64_t r = 0; r < rows; ++r) m[r * rb] = m[r * rb + 1] = 0;  // finite scales
+  for (auto _ : state) {
+    for (int64_t r = 0; r < rows; ++r) pack_row(t, m.data() + r * rb, m.data() + r * rb, cols);
+    benchmark::DoNotOptimize(m.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(m.size()));
+}
+BENCHMARK(BM_PackExpert)->Arg(int(DType::Q4_0))->Arg(int(DType::Q8_0));
 
 void BM_QuantizeActivations(benchmark::State& state) {
   const int64_t cols = 2048, n = state.range(0);

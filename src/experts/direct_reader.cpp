@@ -4,11 +4,19 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "base/error.h"
 
 namespace sy {
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
 
 DirectReader::DirectReader(const std::string& path, int io_threads) : path_(path) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
@@ -33,6 +41,22 @@ const uint8_t* DirectReader::read(uint8_t* buf, uint64_t offset, size_t len) con
   const uint64_t end = (offset + len + kAlign - 1) / kAlign * kAlign;
   size_t done = 0;
   const size_t want = static_cast<size_t>(end - start);
+  const double t0 = now_seconds();
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    if (in_flight_++ == 0) busy_since_ = t0;
+  }
+  struct Done {  // counts the read as over however it leaves
+    const DirectReader& r;
+    double t0;
+    ~Done() {
+      const double t1 = now_seconds();
+      std::lock_guard<std::mutex> lock(r.stats_mu_);
+      r.stats_.reads++;
+      r.stats_.read_seconds += t1 - t0;
+      if (--r.in_flight_ == 0) r.stats_.busy_seconds += t1 - r.busy_since_;
+    }
+  } done_guard{*this, t0};
   while (done < want) {
     const ssize_t n = ::pread(fd_, buf + done, want - done, static_cast<off_t>(start + done));
     if (n < 0) {
@@ -47,18 +71,26 @@ const uint8_t* DirectReader::read(uint8_t* buf, uint64_t offset, size_t len) con
   return buf + (offset - start);
 }
 
+ReadStats DirectReader::stats() const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  ReadStats s = stats_;
+  if (in_flight_ > 0) s.busy_seconds += now_seconds() - busy_since_;
+  return s;
+}
+
 void DirectReader::submit(std::function<void()> job, bool urgent) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (urgent) queue_.push_front(std::move(job));
-    else queue_.push_back(std::move(job));
+    Job j{std::move(job), now_seconds()};
+    if (urgent) queue_.push_front(std::move(j));
+    else queue_.push_back(std::move(j));
   }
   cv_.notify_one();
 }
 
 void DirectReader::loop() {
   for (;;) {
-    std::function<void()> job;
+    Job job;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
@@ -66,7 +98,13 @@ void DirectReader::loop() {
       job = std::move(queue_.front());
       queue_.pop_front();
     }
-    job();
+    const double waited = now_seconds() - job.submitted;
+    {
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      stats_.queued++;
+      stats_.queue_seconds += waited;
+    }
+    job.run();
   }
 }
 

@@ -20,6 +20,15 @@ struct FileRange {
   size_t len;
 };
 
+// What the reads cost, for finding where a pipeline of loads loses time against the disk.
+struct ReadStats {
+  int64_t reads = 0;
+  double read_seconds = 0;   // each read's duration, summed (reads overlap)
+  double busy_seconds = 0;   // wall time with at least one read in flight
+  int64_t queued = 0;        // submitted jobs that have started
+  double queue_seconds = 0;  // their time from submit() to an I/O thread taking them, summed
+};
+
 class DirectReader {
  public:
   static constexpr size_t kAlign = 4096;
@@ -38,10 +47,15 @@ class DirectReader {
   void submit(std::function<void()> job, bool urgent = false);
 
   bool direct() const { return direct_; }
+  ReadStats stats() const;
   int threads() const { return static_cast<int>(threads_.size()); }
   const std::string& path() const { return path_; }
 
  private:
+  struct Job {
+    std::function<void()> run;
+    double submitted;
+  };
   void loop();
 
   std::string path_;
@@ -49,7 +63,11 @@ class DirectReader {
   bool direct_ = false;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
+  std::deque<Job> queue_;
+  mutable std::mutex stats_mu_;
+  mutable ReadStats stats_;
+  mutable int in_flight_ = 0;
+  mutable double busy_since_ = 0;
   bool stop_ = false;
   std::vector<std::thread> threads_;
 };

@@ -187,7 +187,7 @@ int TieredExpertStore::claim_slot(int unit, double tokens) {
   return slot;
 }
 
-bool TieredExpertStore::load_part(int slot, int i, WeightMatrix& out) {
+bool TieredExpertStore::load_part(int slot, int i, WeightMatrix& out, double& pack_seconds) {
   Slot& s = slots_[slot];
   const Source& src = sources_[s.unit];
   try {
@@ -195,9 +195,11 @@ bool TieredExpertStore::load_part(int slot, int i, WeightMatrix& out) {
     out.data = reader_->read(s.buf[i], src.offset[i], src.m[i].bytes());
     // The same layout the resident store uses, so results are bit-identical.
     if (cpu::packing_enabled() && cpu::packable(out.dtype) && cpu::packed_groups(out.cols) > 0) {
+      const double t0 = now_seconds();
       auto* p = const_cast<uint8_t*>(out.data);
       for (int64_t r = 0; r < out.rows; ++r) cpu::pack_row(out.dtype, p + r * out.row_bytes(), p + r * out.row_bytes(), out.cols);
       out.packed = true;
+      pack_seconds += now_seconds() - t0;
     }
     return true;
   } catch (const std::exception& e) {
@@ -207,10 +209,11 @@ bool TieredExpertStore::load_part(int slot, int i, WeightMatrix& out) {
   }
 }
 
-void TieredExpertStore::finish_part(int slot, double seconds) {
+void TieredExpertStore::finish_part(int slot, double seconds, double pack_seconds) {
   // Called with mu_ held, once per tensor; the last one publishes the slot.
   Slot& s = slots_[slot];
   stats_.read_seconds += seconds;
+  stats_.pack_seconds += pack_seconds;
   if (--s.parts_left > 0) return;
   s.state = s.error.empty() ? State::Ready : State::Failed;
   s.ready_at = now_seconds();
@@ -229,13 +232,14 @@ void TieredExpertStore::start_load(int slot, Load how) {
   if (how == Load::Now) {
     mu_.unlock();
     WeightMatrix got[3];
+    double pack = 0;
     const double t0 = now_seconds();
-    for (int i = 0; i < 3; ++i) load_part(slot, i, got[i]);
+    for (int i = 0; i < 3; ++i) load_part(slot, i, got[i], pack);
     const double dt = now_seconds() - t0;
     mu_.lock();
     for (int i = 0; i < 3; ++i) {
       *parts[i] = got[i];
-      finish_part(slot, i == 0 ? dt : 0.0);
+      finish_part(slot, i == 0 ? dt : 0.0, i == 0 ? pack : 0.0);
     }
     return;
   }
@@ -245,12 +249,13 @@ void TieredExpertStore::start_load(int slot, Load how) {
     reader_->submit(
         [this, slot, i, part = parts[i]] {
           WeightMatrix got;
+          double pack = 0;
           const double t0 = now_seconds();
-          load_part(slot, i, got);
+          load_part(slot, i, got, pack);
           const double dt = now_seconds() - t0;
           std::lock_guard<std::mutex> lock(mu_);
           *part = got;
-          finish_part(slot, dt);
+          finish_part(slot, dt, pack);
         },
         how == Load::Urgent);
   }

@@ -52,7 +52,8 @@ struct ExpertStoreStats {
   int64_t prefetch_issued = 0;
   int64_t prefetch_used = 0;   // prefetched experts that the next layer needed
   int64_t bytes_read = 0;
-  double read_seconds = 0;     // summed over loads (they overlap)
+  double read_seconds = 0;     // I/O jobs' time (read and repack), summed over loads (they overlap)
+  double pack_seconds = 0;     // of which repacking into the kernels' layout
   double wait_seconds = 0;     // time the compute thread waited for loads
   int64_t loads = 0;
   // Prefetched experts that were used: their loads' latency (issue to ready) summed, and
@@ -80,6 +81,7 @@ class TieredExpertStore : public ExpertStore {
   const std::string& policy_name() const { return policy_name_; }
   bool direct_io() const { return reader_->direct(); }
   int io_threads() const { return reader_->threads(); }
+  ReadStats read_stats() const { return reader_->stats(); }
   // Every read a miss can issue: each expert matrix's place in the file (for a probe of
   // the disk under the store's own pattern).
   std::vector<FileRange> expert_reads() const;
@@ -112,9 +114,10 @@ class TieredExpertStore : public ExpertStore {
   enum class Load { Now, Urgent, Background };  // on this thread; I/O threads, first or last
   // Call with mu_ held; Load::Now releases it while reading.
   void start_load(int slot, Load how);
-  // Reads and packs tensor i (gate, up, down) of the slot's expert; false on error.
-  bool load_part(int slot, int i, WeightMatrix& out);
-  void finish_part(int slot, double seconds);
+  // Reads and packs tensor i (gate, up, down) of the slot's expert (adding the packing's
+  // time to pack_seconds); false on error.
+  bool load_part(int slot, int i, WeightMatrix& out, double& pack_seconds);
+  void finish_part(int slot, double seconds, double pack_seconds);
   // Waits until the slot's load is done; returns the seconds the load kept the caller
   // waiting (to the load's ready time: the thread's wake-up delay after it is not the
   // load's latency).

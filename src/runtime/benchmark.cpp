@@ -200,10 +200,40 @@ json prefill_figures(const BenchRun& r) {
           {"time_split_ms", split_json(f.profile())}};
 }
 
+// The expert store's counters and its reader's, taken together.
+struct StoreCounters {
+  ExpertStoreStats store;
+  ReadStats io;
+};
+
+StoreCounters counters_of(const TieredExpertStore* t) { return t ? StoreCounters{t->stats(), t->read_stats()} : StoreCounters{}; }
+
+// Where the loads' time went: how much of the decode the disk had a read to serve, how
+// many reads it had at once, and what came before (the I/O queue) and after (the repack)
+// each read.
+json io_figures(const BenchRun& r, const ReadStats& before, const ReadStats& a, double pack_seconds, double tokens,
+                double seconds) {
+  const double reads = std::max<int64_t>(1, a.reads - before.reads), busy = a.busy_seconds - before.busy_seconds;
+  const double read_s = a.read_seconds - before.read_seconds;
+  const double queued = std::max<int64_t>(1, a.queued - before.queued);
+  const double queue_ms = 1e3 * (a.queue_seconds - before.queue_seconds) / queued;
+  r.log("    I/O: the disk had a read in flight " + std::to_string(100.0 * busy / seconds) + "% of the time, " +
+        std::to_string(busy > 0 ? read_s / busy : 0.0) + " at once on average then; a read took " +
+        std::to_string(1e3 * read_s / reads) + " ms after " + std::to_string(queue_ms) + " ms queued; repacking " +
+        std::to_string(1e3 * pack_seconds / tokens) + " ms per token");
+  return {{"disk_busy_fraction", busy / seconds},
+          {"reads_in_flight_while_busy", busy > 0 ? read_s / busy : 0.0},
+          {"read_ms_mean", 1e3 * read_s / reads},
+          {"queue_ms_mean", queue_ms},
+          {"pack_ms_per_token", 1e3 * pack_seconds / tokens}};
+}
+
 // The expert cache's figures over `tokens` decoded in `seconds`, from the store's counters
 // before and after.
-json expert_cache_figures(const BenchRun& r, const ExpertStoreStats& before, const ExpertStoreStats& a, double tokens,
+json expert_cache_figures(const BenchRun& r, const StoreCounters& before_all, const StoreCounters& after, double tokens,
                           double seconds) {
+  const ExpertStoreStats& before = before_all.store;
+  const ExpertStoreStats& a = after.store;
   // Hits that a prefetch brought in count as prefetched, not as cache hits.
   const double pre = static_cast<double>(a.prefetch_used - before.prefetch_used);
   const double hits = a.hits - before.hits - pre, misses = a.misses - before.misses;
@@ -225,7 +255,8 @@ json expert_cache_figures(const BenchRun& r, const ExpertStoreStats& before, con
         " GB/s (disk bound " + std::to_string(disk_bound_tps) + " tokens/s); prefetch: " +
         std::to_string(1e3 * pf_hidden / pf_used) + " of " + std::to_string(1e3 * pf_latency / pf_used) +
         " ms of load latency hidden per prefetched expert used");
-  return {{"hit_rate", hits / uses},
+  json io = io_figures(r, before_all.io, after.io, a.pack_seconds - before.pack_seconds, tokens, seconds);
+  json out = {{"hit_rate", hits / uses},
           {"prefetched_rate", pre / uses},
           {"bytes_read_per_token", per_token},
           {"read_gbps", read / seconds / 1e9},
@@ -248,6 +279,8 @@ json expert_cache_figures(const BenchRun& r, const ExpertStoreStats& before, con
           {"prefetch_hidden_ms_per_use", 1e3 * pf_hidden / pf_used},
           {"prefetch_hidden_ms_per_token", 1e3 * pf_hidden / tokens},
           {"prefetch_hidden_fraction", pf_latency > 0 ? pf_hidden / pf_latency : 0.0}};
+  out.update(io);
+  return out;
 }
 
 // B sequences, each after its own untimed prompt, decoding opt.gen steps together.
@@ -270,7 +303,7 @@ json decode_figures(const BenchRun& r, int B) {
   }
   double expert_bytes = 0, active = 0;
   f.reset_profile();
-  const ExpertStoreStats before = r.tiered ? r.tiered->stats() : ExpertStoreStats{};
+  const StoreCounters before = counters_of(r.tiered);
   const auto t0 = Clock::now();
   std::vector<double> step_seconds, probe_gbps;
   double probe_seconds = 0;
@@ -319,7 +352,7 @@ json decode_figures(const BenchRun& r, int B) {
     alongside = "; median step " + std::to_string(gbps_median) + " GB/s against " + std::to_string(bw_now) +
                 " GB/s read alongside the steps (" + std::to_string(100.0 * gbps_median / bw_now) + "%)";
   }
-  if (r.tiered) row["expert_cache"] = expert_cache_figures(r, before, r.tiered->stats(), B * opt.gen, s);
+  if (r.tiered) row["expert_cache"] = expert_cache_figures(r, before, counters_of(r.tiered), B * opt.gen, s);
   r.log("  batch " + std::to_string(B) + ": " + std::to_string(B * opt.gen / s) + " tokens/s (" +
         std::to_string(B / median) + " at the median step), " + std::to_string(bytes_per_step / 1e9) +
         " GB touched per step, " + std::to_string(gbps) + " GB/s (" + std::to_string(100.0 * gbps / r.bw) +

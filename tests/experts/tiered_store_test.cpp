@@ -3,6 +3,7 @@
 // bad sizes with a clear message.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -66,14 +67,15 @@ TEST(ExpertStore, IdenticalLogitsDefaultModel) {
 }
 
 TEST(ExpertStore, IdenticalLogitsPackedQ4_0) {
-  // Row length 256 so that the Q4_0 experts use the packed layout where the CPU has it.
+  // Rows of 512 and 768 values so that the Q4_0 experts use the packed layout where the
+  // CPU has it: a whole group pair, and a pair plus an odd group.
   SynthOptions o;
   o.shape = synth_preset("tiny").shape;
   o.shape.arch = "olmoe";
-  o.shape.n_embd = 256;
+  o.shape.n_embd = 512;
   o.shape.n_head = 4;
   o.shape.n_head_kv = 4;
-  o.shape.n_ff = 256;
+  o.shape.n_ff = 768;
   o.shape.n_expert = 16;
   o.shape.n_expert_used = 4;
   o.type = DType::Q4_0;
@@ -82,6 +84,46 @@ TEST(ExpertStore, IdenticalLogitsPackedQ4_0) {
   ThreadPool pool(2);
   write_synth_model(f.path(), o, pool);
   expect_identical(f.path(), {3, 17, 99, 5, 42, 7, 250, 11});
+}
+
+// The reader's accounting: reads one at a time keep the disk busy exactly as long as they
+// take; reads on the I/O threads overlap (busy no longer than their summed time) and each
+// counts its time in the queue.
+TEST(DirectReaderStats, CountsReadsBusyTimeAndQueueing) {
+  test::TempFile f(".bin");
+  std::vector<uint8_t> bytes(size_t{4} << 20);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 7);
+  f.write(bytes);
+  DirectReader reader(f.path(), 4);
+  const size_t len = 300000;
+  std::vector<std::vector<uint8_t>> bufs(8, std::vector<uint8_t>(DirectReader::span_bytes(len) + DirectReader::kAlign));
+  auto aligned = [](std::vector<uint8_t>& b) {
+    const auto p = reinterpret_cast<uintptr_t>(b.data());
+    return b.data() + (DirectReader::kAlign - p % DirectReader::kAlign) % DirectReader::kAlign;
+  };
+  for (int i = 0; i < 3; ++i) {
+    const uint8_t* got = reader.read(aligned(bufs[0]), 1000 + i * len, len);
+    ASSERT_EQ(got[0], bytes[1000 + i * len]);
+  }
+  ReadStats a = reader.stats();
+  EXPECT_EQ(a.reads, 3);
+  EXPECT_EQ(a.queued, 0);
+  EXPECT_GT(a.busy_seconds, 0.0);
+  EXPECT_NEAR(a.busy_seconds, a.read_seconds, 1e-9);
+  std::atomic<int> left{8};
+  for (int i = 0; i < 8; ++i) {
+    reader.submit([&, i] {
+      reader.read(aligned(bufs[i]), 4096 + i * len, len);
+      left--;
+    });
+  }
+  while (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const ReadStats b = reader.stats();
+  EXPECT_EQ(b.reads, 11);
+  EXPECT_EQ(b.queued, 8);
+  EXPECT_GE(b.queue_seconds, 0.0);
+  EXPECT_GT(b.busy_seconds, a.busy_seconds);
+  EXPECT_LE(b.busy_seconds - a.busy_seconds, b.read_seconds - a.read_seconds + 1e-9);
 }
 
 TEST(ExpertStore, RejectsBadSizes) {

@@ -683,6 +683,36 @@ TEST(KernelsPacked, QuantizeGroupMatchesScalar) {
   EXPECT_EQ(d1[2], 0.0f);
 }
 
+// The dispatched packing gives the scalar one's bytes, in place (as the expert store packs
+// what it reads) and into another buffer, on rows of even and odd group counts and a tail.
+TEST(KernelsPacked, PackingMatchesScalar) {
+  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+    for (int64_t cols : {512, 2048, 3 * 256 + 64, 5 * 256}) {
+      const int64_t rows = 5;
+      const size_t rb = dtype_row_bytes(t, cols);
+      const auto gguf = encode(t, random_vec(rows * cols, 41 + cols), rows, cols);
+      const int64_t pairs = packed_groups(cols) / 2;
+      std::vector<uint8_t> want(gguf), got(gguf), moved(gguf.size(), 0xAB);
+      for (int64_t r = 0; r < rows; ++r) {
+        packed_kernels_scalar().pack_pairs(t, gguf.data() + r * rb, want.data() + r * rb, pairs);
+        packed_kernels().pack_pairs(t, got.data() + r * rb, got.data() + r * rb, pairs);
+      }
+      EXPECT_EQ(got, want) << packed_kernels().isa << " " << dtype_name(t) << " cols=" << cols;
+      // The whole row, odd group and tail included, packs the same in place and moved.
+      got = gguf;
+      for (int64_t r = 0; r < rows; ++r) {
+        pack_row(t, got.data() + r * rb, got.data() + r * rb, cols);
+        pack_row(t, gguf.data() + r * rb, moved.data() + r * rb, cols);
+      }
+      EXPECT_EQ(got, moved) << dtype_name(t) << " cols=" << cols;
+      std::vector<float> a(cols), b(cols);
+      dequantize_row(t, gguf.data() + 4 * rb, a.data(), cols);
+      dequantize_packed_row(t, got.data() + 4 * rb, b.data(), cols);
+      EXPECT_EQ(a, b) << dtype_name(t) << " cols=" << cols;
+    }
+  }
+}
+
 TEST(KernelsPacked, MatmulUsesPackedWeights) {
   ThreadPool pool(2);
   MatmulScratch scratch;

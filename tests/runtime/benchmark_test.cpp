@@ -115,6 +115,16 @@ TEST(Benchmark, ReportsTheExpertCacheFigures) {
   EXPECT_LE(fraction, 1.0);
   EXPECT_LE(c["prefetch_hidden_ms_per_use"].get<double>(), c["prefetch_latency_ms_per_use"].get<double>() + 1e-9);
   EXPECT_LE(c["prefetch_used"].get<int64_t>(), c["prefetch_issued"].get<int64_t>());
+  // Where the loads' time went: the disk was busy for part of the decode, with at least
+  // one read and at most one per I/O thread (plus the compute thread's) at once.
+  const double busy = c["disk_busy_fraction"], in_flight = c["reads_in_flight_while_busy"];
+  EXPECT_GT(busy, 0.0);
+  EXPECT_LE(busy, 1.05);  // the counters are read just after the timed window
+  EXPECT_GE(in_flight, 1.0 - 1e-9);
+  EXPECT_LE(in_flight, model->tiered_experts()->io_threads() + 1.0);
+  EXPECT_GT(c["read_ms_mean"].get<double>(), 0.0);
+  EXPECT_GE(c["queue_ms_mean"].get<double>(), 0.0);
+  EXPECT_EQ(c["pack_ms_per_token"].get<double>(), 0.0);  // F16 experts are not repacked
 }
 
 }  // namespace

@@ -102,6 +102,17 @@ void quantize_group_scalar(const float* x, int8_t* q, float* d, int32_t* s) {
   }
 }
 
+// A group pair is a whole number of pairs of the row, so packing it as a two-group row
+// gives its place in the row; src may be dst, hence the copy.
+void pack_pairs_scalar(DType t, const uint8_t* src, uint8_t* dst, int64_t pairs) {
+  const size_t gb = static_cast<size_t>(packed_group_bytes(t));
+  uint8_t tmp[2 * 272];
+  for (int64_t p = 0; p < pairs; ++p) {
+    std::memcpy(tmp, src + 2 * p * gb, 2 * gb);
+    for (int64_t k = 0; k < 2; ++k) pack_group_to(t, tmp + k * gb, dst + 2 * p * gb, 2, k);
+  }
+}
+
 }  // namespace
 
 void pack_row(DType t, const void* src, void* dst, int64_t n_values) {
@@ -111,12 +122,11 @@ void pack_row(DType t, const void* src, void* dst, int64_t n_values) {
   const size_t gb = static_cast<size_t>(packed_group_bytes(t));
   auto* out = static_cast<uint8_t*>(dst);
   const auto* in = static_cast<const uint8_t*>(src);
-  // src and dst may be the same row: pack each pair (or the odd last group) from a copy.
-  uint8_t tmp[2 * 272];
-  for (int64_t g = 0; g < groups; g += 2) {
-    const int64_t n = std::min<int64_t>(2, groups - g);
-    std::memcpy(tmp, in + g * gb, n * gb);
-    for (int64_t k = 0; k < n; ++k) pack_group_to(t, tmp + k * gb, out, groups, g + k);
+  packed_kernels().pack_pairs(t, in, out, groups / 2);
+  if (groups % 2 == 1) {  // the odd last group, stored alone; src may be dst, hence the copy
+    uint8_t tmp[272];
+    std::memcpy(tmp, in + (groups - 1) * gb, gb);
+    pack_group_to(t, tmp, out, groups, groups - 1);
   }
   if (out != in) std::memcpy(out + groups * gb, in + groups * gb, row - groups * gb);
 }
@@ -164,7 +174,8 @@ const PackedKernels& packed_kernels_scalar() {
                                scalar_kernel<DType::Q8_0>,
                                scalar_kernel_two<DType::Q4_0>,
                                scalar_kernel_two<DType::Q8_0>,
-                               quantize_group_scalar};
+                               quantize_group_scalar,
+                               pack_pairs_scalar};
   return k;
 }
 

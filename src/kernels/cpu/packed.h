@@ -110,6 +110,9 @@ struct PackedKernels {
   // 4m..4m+3 at q + 64 m + 4 i, its scale (rounded through f16, as llama.cpp's) at d[i]
   // and the sum of its quants at s[i].
   void (*quantize_group)(const float* x, int8_t* q, float* d, int32_t* s);
+  // The first `pairs` group pairs of a row from GGUF blocks to the packed layout; src may
+  // be dst (the expert store packs every expert it reads from disk in place).
+  void (*pack_pairs)(DType t, const uint8_t* src, uint8_t* dst, int64_t pairs);
 };
 
 const PackedKernels& packed_kernels();          // best for this CPU

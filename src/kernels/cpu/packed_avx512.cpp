@@ -464,6 +464,48 @@ SY_VNNI void quantize_group(const float* x, int8_t* q, float* d, int32_t* s) {
   }
 }
 
+// The 16 blocks of a group pair (Block: BlockQ4_0 or BlockQ8_0) to the packed layout (see
+// packed.h), XOR-ing the quants with `flip`. A 16 x Words transpose of 4-byte words: lane k
+// (128 bits) of z[j] takes four words of block j + 4k, and a 4 x 4 transpose inside the
+// lanes leaves word m of blocks 0..15 in lane order. Everything is loaded before the
+// first store, so src may be dst.
+template <class Block, int Words>
+SY_VNNI void pack_pair(const uint8_t* src, uint8_t* dst, uint32_t flip) {
+  static_assert(Words % 4 == 0);
+  constexpr size_t kBlock = sizeof(Block);
+  alignas(32) uint16_t scales[16];
+  for (int b = 0; b < 16; ++b) std::memcpy(&scales[b], src + kBlock * b, 2);
+  __m512i r[Words];
+  for (int h = 0; h < Words / 4; ++h) {
+    auto words = [&](int b) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + kBlock * b + 2 + 16 * h)); };
+    __m512i z[4];
+    for (int j = 0; j < 4; ++j) {
+      z[j] = _mm512_castsi128_si512(words(j));
+      z[j] = _mm512_inserti32x4(z[j], words(j + 4), 1);
+      z[j] = _mm512_inserti32x4(z[j], words(j + 8), 2);
+      z[j] = _mm512_inserti32x4(z[j], words(j + 12), 3);
+    }
+    const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+    r[4 * h + 0] = _mm512_unpacklo_epi64(t0, t2);
+    r[4 * h + 1] = _mm512_unpackhi_epi64(t0, t2);
+    r[4 * h + 2] = _mm512_unpacklo_epi64(t1, t3);
+    r[4 * h + 3] = _mm512_unpackhi_epi64(t1, t3);
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm256_load_si256(reinterpret_cast<const __m256i*>(scales)));
+  const __m512i f = _mm512_set1_epi32(static_cast<int>(flip));
+  for (int m = 0; m < Words; ++m) _mm512_storeu_si512(dst + 32 + 64 * m, _mm512_xor_si512(r[m], f));
+}
+
+SY_VNNI void pack_pairs(DType t, const uint8_t* src, uint8_t* dst, int64_t pairs) {
+  const int64_t pb = 2 * packed_group_bytes(t);
+  for (int64_t p = 0; p < pairs; ++p) {
+    // Q8_0 quants biased to unsigned, as the scalar packing does.
+    if (t == DType::Q4_0) pack_pair<BlockQ4_0, 4>(src + p * pb, dst + p * pb, 0u);
+    else pack_pair<BlockQ8_0, 8>(src + p * pb, dst + p * pb, 0x80808080u);
+  }
+}
+
 }  // namespace
 
 const PackedKernels* packed_kernels_avx512vnni() {
@@ -477,7 +519,8 @@ const PackedKernels* packed_kernels_avx512vnni() {
                                kernel<DType::Q8_0>,
                                kernel_two<DType::Q4_0>,
                                kernel_two<DType::Q8_0>,
-                               quantize_group};
+                               quantize_group,
+                               pack_pairs};
   return &k;
 }
 
