@@ -23,6 +23,7 @@ DirectReader::DirectReader(const std::string& path, int io_threads) : path_(path
   direct_ = fd_ >= 0;
   if (!direct_) fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) throw Error(path + ": cannot open for expert loading: " + std::strerror(errno));
+  ring_.resize(256);
   for (int i = 0; i < io_threads; ++i) threads_.emplace_back([this] { loop(); });
 }
 
@@ -81,9 +82,15 @@ ReadStats DirectReader::stats() const {
 void DirectReader::submit(std::function<void()> job, bool urgent) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Job j{std::move(job), now_seconds()};
-    if (urgent) queue_.push_front(std::move(j));
-    else queue_.push_back(std::move(j));
+    if (queued_ == ring_.size()) {  // full: unroll into a ring twice the size
+      std::vector<Job> grown(2 * ring_.size());
+      for (size_t k = 0; k < queued_; ++k) grown[k] = std::move(ring_[(head_ + k) % ring_.size()]);
+      ring_ = std::move(grown);
+      head_ = 0;
+    }
+    const size_t at = urgent ? (head_ = (head_ + ring_.size() - 1) % ring_.size()) : (head_ + queued_) % ring_.size();
+    ring_[at] = Job{std::move(job), now_seconds()};
+    queued_++;
   }
   cv_.notify_one();
 }
@@ -93,10 +100,11 @@ void DirectReader::loop() {
     Job job;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      job = std::move(queue_.front());
-      queue_.pop_front();
+      cv_.wait(lock, [&] { return stop_ || queued_ > 0; });
+      if (queued_ == 0) return;
+      job = std::move(ring_[head_]);
+      head_ = (head_ + 1) % ring_.size();
+      queued_--;
     }
     const double waited = now_seconds() - job.submitted;
     {

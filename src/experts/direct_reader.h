@@ -6,7 +6,6 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -43,7 +42,9 @@ class DirectReader {
   // Reads [offset, offset + len) into `buf` (kAlign-aligned, span_bytes(len) long) and
   // returns where the bytes start inside it. Runs on the calling thread; throws sy::Error.
   const uint8_t* read(uint8_t* buf, uint64_t offset, size_t len) const;
-  // Runs `job` on an I/O thread; an urgent job goes ahead of those already queued.
+  // Runs `job` on an I/O thread; an urgent job goes ahead of those already queued. The
+  // queue is a ring that only grows past its largest size so far, and a job that fits
+  // std::function's inline buffer (16 bytes of captures) allocates nothing either.
   void submit(std::function<void()> job, bool urgent = false);
 
   bool direct() const { return direct_; }
@@ -63,7 +64,8 @@ class DirectReader {
   bool direct_ = false;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Job> queue_;
+  std::vector<Job> ring_;  // queued jobs: ring_[(head_ + k) % size] for k < queued_
+  size_t head_ = 0, queued_ = 0;
   mutable std::mutex stats_mu_;
   mutable ReadStats stats_;
   mutable int in_flight_ = 0;

@@ -245,16 +245,18 @@ void TieredExpertStore::start_load(int slot, Load how) {
   }
   // Gate, up and down load as three jobs so that one expert keeps three reads in flight;
   // the loads a layer is waiting for go ahead of prefetches.
+  // Captures of 16 bytes, so that the job allocates nothing (see DirectReader::submit).
   for (int i = 0; i < 3; ++i) {
     reader_->submit(
-        [this, slot, i, part = parts[i]] {
+        [this, slot, i] {
           WeightMatrix got;
           double pack = 0;
           const double t0 = now_seconds();
           load_part(slot, i, got, pack);
           const double dt = now_seconds() - t0;
           std::lock_guard<std::mutex> lock(mu_);
-          *part = got;
+          FfnWeights& w = slots_[slot].w;
+          (i == 0 ? w.gate : i == 1 ? w.up : w.down) = got;
           finish_part(slot, dt, pack);
         },
         how == Load::Urgent);
@@ -282,10 +284,17 @@ void TieredExpertStore::plan_layer(int layer, const std::vector<int32_t>& expert
                                    std::vector<std::vector<int32_t>>& groups) {
   if (tokens.size() != experts.size()) throw Error("expert store: plan_layer needs one token count per expert");
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<int> units;
+  // Scratch kept between layers: planning allocates nothing once it has seen a layer.
+  std::vector<int>& units = plan_units_;
+  std::vector<int32_t>& hits = plan_hits_;
+  std::vector<int32_t>& loading = plan_loading_;
+  std::vector<int32_t>& deferred = plan_deferred_;
+  units.clear();
+  hits.clear();
+  loading.clear();
+  deferred.clear();
   for (int32_t e : experts) units.push_back(unit_of(layer, e));
   cache_->note_demand(units);
-  std::vector<int32_t> hits, loading, deferred;
   // Resident ones first: pinned so that loading the others cannot evict them.
   for (size_t i = 0; i < experts.size(); ++i) {
     const int u = units[i];
@@ -318,11 +327,17 @@ void TieredExpertStore::plan_layer(int layer, const std::vector<int32_t>& expert
     start_load(slot, Load::Urgent);
     loading.push_back(experts[i]);
   }
-  groups.clear();
-  if (!hits.empty()) groups.push_back(hits);
-  if (!loading.empty()) groups.push_back(loading);
+  // Filled in place, so that the caller's groups keep their capacity from layer to layer.
+  size_t n = 0;
+  auto put = [&](const int32_t* first, const int32_t* last) {
+    if (groups.size() <= n) groups.emplace_back();
+    groups[n++].assign(first, last);
+  };
+  if (!hits.empty()) put(hits.data(), hits.data() + hits.size());
+  if (!loading.empty()) put(loading.data(), loading.data() + loading.size());
   // More experts than slots: one at a time once the groups before have been released.
-  for (int32_t e : deferred) groups.push_back({e});
+  for (const int32_t& e : deferred) put(&e, &e + 1);
+  groups.resize(n);
 }
 
 FfnWeights TieredExpertStore::acquire(int layer, int expert) {

@@ -139,6 +139,8 @@ class TieredExpertStore : public ExpertStore {
   int per_layer_ = 0;            // slots per MoE layer
   std::vector<int> resident_in_layer_;
   int used_slots_ = 0;
+  std::vector<int> plan_units_;  // plan_layer's scratch
+  std::vector<int32_t> plan_hits_, plan_loading_, plan_deferred_;
 
   mutable std::mutex mu_;
   std::condition_variable ready_;

@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -16,6 +18,7 @@
 #include "model/synth.h"
 #include "runtime/session.h"
 #include "support/shared_data.h"
+#include "experts/allocation_counter.h"
 #include "support/temp_file.h"
 
 namespace sy {
@@ -124,6 +127,54 @@ TEST(DirectReaderStats, CountsReadsBusyTimeAndQueueing) {
   EXPECT_GE(b.queue_seconds, 0.0);
   EXPECT_GT(b.busy_seconds, a.busy_seconds);
   EXPECT_LE(b.busy_seconds - a.busy_seconds, b.read_seconds - a.read_seconds + 1e-9);
+}
+
+// The I/O queue: urgent jobs go first, the rest in order, through the ring's growth; and
+// once the ring has grown, submitting a job whose captures fit std::function's inline
+// buffer allocates nothing (the expert store submits every load this way).
+TEST(DirectReaderQueue, RunsUrgentFirstAndAllocatesNothing) {
+  test::TempFile f(".bin");
+  f.write(std::vector<uint8_t>(4096, 1));
+  DirectReader reader(f.path(), 1);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  std::atomic<bool> holding{false};
+  std::vector<int> order;
+  reader.submit([&] {  // holds the only I/O thread until everything is queued
+    holding = true;
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return open; });
+  });
+  while (!holding) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const int n = 600;  // more than the ring's first size
+  std::vector<int> want;
+  for (int i = 0; i < n; ++i) {
+    const bool urgent = i % 100 == 7;
+    reader.submit([&order, i] { order.push_back(i); }, urgent);
+    if (urgent) want.insert(want.begin(), i);
+  }
+  for (int i = 0; i < n; ++i)
+    if (i % 100 != 7) want.push_back(i);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    open = true;
+  }
+  cv.notify_all();
+  std::atomic<bool> done{false};
+  reader.submit([&] { done = true; });
+  while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(order, want);
+
+  std::atomic<int> ran{0};
+  const int64_t control = test::allocations_on_this_thread();
+  auto* probe = new std::vector<int>(8);  // the counter sees allocations at all
+  delete probe;
+  ASSERT_GE(test::allocations_on_this_thread(), control + 2);
+  const int64_t before = test::allocations_on_this_thread();
+  for (int i = 0; i < 200; ++i) reader.submit([&ran, i] { ran += i >= 0; });
+  EXPECT_EQ(test::allocations_on_this_thread(), before);
+  while (ran < 200) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 TEST(ExpertStore, RejectsBadSizes) {
