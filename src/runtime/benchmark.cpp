@@ -257,28 +257,28 @@ json expert_cache_figures(const BenchRun& r, const StoreCounters& before_all, co
         " ms of load latency hidden per prefetched expert used");
   json io = io_figures(r, before_all.io, after.io, a.pack_seconds - before.pack_seconds, tokens, seconds);
   json out = {{"hit_rate", hits / uses},
-          {"prefetched_rate", pre / uses},
-          {"bytes_read_per_token", per_token},
-          {"read_gbps", read / seconds / 1e9},
-          {"disk_bound_tokens_per_s", disk_bound_tps},
-          {"percent_of_disk_bound", percent_of(disk_bound_tps)},
-          // The same against the one-stream rate, the yardstick the issue quotes.
-          {"percent_of_disk_bound_one_stream", percent_of(disk_bound(r.disk_bw1))},
-          // And against what the disk gives the store's own pattern of reads.
-          {"percent_of_disk_bound_expert_reads", percent_of(disk_bound(r.disk_bw_experts))},
-          {"prefetch_issued", issued},
-          {"prefetch_used", a.prefetch_used - before.prefetch_used},
-          // Of the experts prefetch loaded, the share the next layer used.
-          {"prefetch_accuracy", issued > 0 ? pre / static_cast<double>(issued) : 0.0},
-          {"wait_seconds", a.wait_seconds - before.wait_seconds},
-          // Time the compute waited for loads, and the I/O jobs' busy time summed over the
-          // I/O threads (loads overlap each other and compute).
-          {"wait_ms_per_token", 1e3 * (a.wait_seconds - before.wait_seconds) / tokens},
-          {"io_busy_ms_per_token", 1e3 * (a.read_seconds - before.read_seconds) / tokens},
-          {"prefetch_latency_ms_per_use", 1e3 * pf_latency / pf_used},
-          {"prefetch_hidden_ms_per_use", 1e3 * pf_hidden / pf_used},
-          {"prefetch_hidden_ms_per_token", 1e3 * pf_hidden / tokens},
-          {"prefetch_hidden_fraction", pf_latency > 0 ? pf_hidden / pf_latency : 0.0}};
+            {"prefetched_rate", pre / uses},
+            {"bytes_read_per_token", per_token},
+            {"read_gbps", read / seconds / 1e9},
+            {"disk_bound_tokens_per_s", disk_bound_tps},
+            {"percent_of_disk_bound", percent_of(disk_bound_tps)},
+            // The same against the one-stream rate, the yardstick the issue quotes.
+            {"percent_of_disk_bound_one_stream", percent_of(disk_bound(r.disk_bw1))},
+            // And against what the disk gives the store's own pattern of reads.
+            {"percent_of_disk_bound_expert_reads", percent_of(disk_bound(r.disk_bw_experts))},
+            {"prefetch_issued", issued},
+            {"prefetch_used", a.prefetch_used - before.prefetch_used},
+            // Of the experts prefetch loaded, the share the next layer used.
+            {"prefetch_accuracy", issued > 0 ? pre / static_cast<double>(issued) : 0.0},
+            {"wait_seconds", a.wait_seconds - before.wait_seconds},
+            // Time the compute waited for loads, and the I/O jobs' busy time summed over the
+            // I/O threads (loads overlap each other and compute).
+            {"wait_ms_per_token", 1e3 * (a.wait_seconds - before.wait_seconds) / tokens},
+            {"io_busy_ms_per_token", 1e3 * (a.read_seconds - before.read_seconds) / tokens},
+            {"prefetch_latency_ms_per_use", 1e3 * pf_latency / pf_used},
+            {"prefetch_hidden_ms_per_use", 1e3 * pf_hidden / pf_used},
+            {"prefetch_hidden_ms_per_token", 1e3 * pf_hidden / tokens},
+            {"prefetch_hidden_fraction", pf_latency > 0 ? pf_hidden / pf_latency : 0.0}};
   out.update(io);
   return out;
 }

@@ -13,13 +13,13 @@
 #include <vector>
 
 #include "base/error.h"
+#include "experts/allocation_counter.h"
 #include "experts/tiered_expert_store.h"
 #include "kernels/cpu/weight_prep.h"
 #include "model/model.h"
 #include "model/synth.h"
 #include "runtime/session.h"
 #include "support/shared_data.h"
-#include "experts/allocation_counter.h"
 #include "support/temp_file.h"
 
 namespace sy {
