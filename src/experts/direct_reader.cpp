@@ -46,6 +46,7 @@ const uint8_t* DirectReader::read(uint8_t* buf, uint64_t offset, size_t len) con
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
     if (in_flight_++ == 0) busy_since_ = t0;
+    started_sum_ += t0;
   }
   struct Done {  // counts the read as over however it leaves
     const DirectReader& r;
@@ -55,7 +56,11 @@ const uint8_t* DirectReader::read(uint8_t* buf, uint64_t offset, size_t len) con
       std::lock_guard<std::mutex> lock(r.stats_mu_);
       r.stats_.reads++;
       r.stats_.read_seconds += t1 - t0;
-      if (--r.in_flight_ == 0) r.stats_.busy_seconds += t1 - r.busy_since_;
+      r.started_sum_ -= t0;
+      if (--r.in_flight_ == 0) {
+        r.stats_.busy_seconds += t1 - r.busy_since_;
+        r.started_sum_ = 0;  // exactly, whatever the rounding of the sums
+      }
     }
   } done_guard{*this, t0};
   while (done < want) {
@@ -74,8 +79,15 @@ const uint8_t* DirectReader::read(uint8_t* buf, uint64_t offset, size_t len) con
 
 ReadStats DirectReader::stats() const {
   std::lock_guard<std::mutex> lock(stats_mu_);
+  // Reads still in flight count up to now, in both sums, so that between two snapshots
+  // read_seconds is the integral of the reads in flight and busy_seconds the time that
+  // integral was growing.
   ReadStats s = stats_;
-  if (in_flight_ > 0) s.busy_seconds += now_seconds() - busy_since_;
+  if (in_flight_ > 0) {
+    const double now = now_seconds();
+    s.busy_seconds += now - busy_since_;
+    s.read_seconds += in_flight_ * now - started_sum_;
+  }
   return s;
 }
 

@@ -21,8 +21,8 @@ struct FileRange {
 
 // What the reads cost, for finding where a pipeline of loads loses time against the disk.
 struct ReadStats {
-  int64_t reads = 0;
-  double read_seconds = 0;   // each read's duration, summed (reads overlap)
+  int64_t reads = 0;         // completed
+  double read_seconds = 0;   // each read's duration, summed (reads overlap; those in flight up to now)
   double busy_seconds = 0;   // wall time with at least one read in flight
   int64_t queued = 0;        // submitted jobs that have started
   double queue_seconds = 0;  // their time from submit() to an I/O thread taking them, summed
@@ -70,6 +70,7 @@ class DirectReader {
   mutable ReadStats stats_;
   mutable int in_flight_ = 0;
   mutable double busy_since_ = 0;
+  mutable double started_sum_ = 0;  // start times of the reads in flight, summed
   bool stop_ = false;
   std::vector<std::thread> threads_;
 };

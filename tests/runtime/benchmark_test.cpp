@@ -119,7 +119,7 @@ TEST(Benchmark, ReportsTheExpertCacheFigures) {
   // one read and at most one per I/O thread (plus the compute thread's) at once.
   const double busy = c["disk_busy_fraction"], in_flight = c["reads_in_flight_while_busy"];
   EXPECT_GT(busy, 0.0);
-  EXPECT_LE(busy, 1.05);  // the counters are read just after the timed window
+  EXPECT_LE(busy, 1.0 + 1e-6);  // the counters are read inside the timed window
   EXPECT_GE(in_flight, 1.0 - 1e-9);
   EXPECT_LE(in_flight, model->tiered_experts()->io_threads() + 1.0);
   EXPECT_GT(c["read_ms_mean"].get<double>(), 0.0);
