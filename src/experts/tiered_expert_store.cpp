@@ -1,10 +1,10 @@
 #include "experts/tiered_expert_store.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <numeric>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "base/huge_pages.h"
 #include "experts/trace.h"
@@ -15,10 +15,6 @@
 
 namespace sy {
 namespace {
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // Passes every call to the configured policy but never offers it a pinned unit (one that
 // the running layer uses, or that is still loading).
@@ -228,7 +224,6 @@ void TieredExpertStore::start_load(int slot, Load how) {
   s.error.clear();
   s.parts_left = 3;
   s.issued_at = now_seconds();
-  WeightMatrix* parts[3] = {&s.w.gate, &s.w.up, &s.w.down};
   if (how == Load::Now) {
     mu_.unlock();
     WeightMatrix got[3];
@@ -238,7 +233,7 @@ void TieredExpertStore::start_load(int slot, Load how) {
     const double dt = now_seconds() - t0;
     mu_.lock();
     for (int i = 0; i < 3; ++i) {
-      *parts[i] = got[i];
+      s.w.part(i) = got[i];
       finish_part(slot, i == 0 ? dt : 0.0, i == 0 ? pack : 0.0);
     }
     return;
@@ -255,8 +250,7 @@ void TieredExpertStore::start_load(int slot, Load how) {
           load_part(slot, i, got, pack);
           const double dt = now_seconds() - t0;
           std::lock_guard<std::mutex> lock(mu_);
-          FfnWeights& w = slots_[slot].w;
-          (i == 0 ? w.gate : i == 1 ? w.up : w.down) = got;
+          slots_[slot].w.part(i) = got;
           finish_part(slot, dt, pack);
         },
         how == Load::Urgent);

@@ -1,18 +1,14 @@
 #include "model/forward.h"
 
-#include <chrono>
 #include <cmath>
 #include <cstring>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "kernels/cpu/weight_prep.h"
 
 namespace sy {
 namespace {
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 void add_bias(float* rows, int64_t n, int64_t dim, const std::vector<float>& bias) {
   if (bias.empty()) return;
