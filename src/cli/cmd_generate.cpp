@@ -28,7 +28,7 @@ void add_generate(CLI::App& app) {
   c->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
   c->add_option("-n,--n-predict", a->n_predict, "Tokens to generate")->check(CLI::Range(0, 1 << 20));
   c->add_option("-c,--ctx-size", a->ctx, "Context size (default: the model's training context)")->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-  c->add_option("--temp", a->s.temperature, "Temperature; 0 = greedy");
+  c->add_option("--temp", a->s.temperature, "Temperature; 0 (or less) = greedy");
   c->add_option("--top-k", a->s.top_k, "Keep the k most likely tokens (0 = off)");
   c->add_option("--top-p", a->s.top_p, "Nucleus sampling threshold (1 = off)");
   c->add_option("--min-p", a->s.min_p, "Drop tokens below this fraction of the top probability (0 = off)");
@@ -49,6 +49,7 @@ void add_generate(CLI::App& app) {
       throw Error("generate: the prompt has " + std::to_string(prompt.size()) + " tokens but the context holds " +
                   std::to_string(n_ctx) + "; raise --ctx-size");
     }
+    warn_beyond_training_context("generate", model->hparams(), n_ctx);
     ThreadPool pool(a->m.n_threads());
     Session session(*model, pool, n_ctx, a->m.moe());
     std::unique_ptr<TraceWriter> trace;
@@ -80,6 +81,10 @@ void add_generate(CLI::App& app) {
     }
     std::fputs(out.flush().c_str(), stdout);
     std::fputs("\n", stdout);
+    if (generated < a->n_predict && session.n_past() >= n_ctx) {
+      std::fprintf(stderr, "generate: stopped after %d of %d tokens: the context of %lld positions is full; raise --ctx-size\n",
+                   generated, a->n_predict, static_cast<long long>(n_ctx));
+    }
     const auto t2 = clock::now();
     const double pt = std::chrono::duration<double>(t1 - t0).count();
     const double gt = std::chrono::duration<double>(t2 - t1).count();

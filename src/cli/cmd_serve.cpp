@@ -143,6 +143,7 @@ void add_serve(CLI::App& app) {
     Server server(engine, a->s);
     const int port = server.bind();
     const EngineConfig& ec = engine.config();
+    warn_beyond_training_context("serve", model->hparams(), ec.ctx_size);
     const ChatTemplate& ct = server.chat_template();
     if (!ct.supported()) {
       std::fprintf(

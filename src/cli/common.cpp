@@ -1,6 +1,7 @@
 #include "cli/common.h"
 
 #include <charconv>
+#include <cstdio>
 
 #include "base/error.h"
 
@@ -53,6 +54,15 @@ MoeOptions ModelArgs::moe() const {
 }
 
 std::unique_ptr<Model> load_model(const ModelArgs& a) { return Model::load(a.model, a.model_options()); }
+
+void warn_beyond_training_context(const char* who, const HParams& hp, int64_t ctx) {
+  if (hp.n_ctx_train <= 0 || ctx <= hp.n_ctx_train) return;
+  std::fprintf(stderr,
+               "%s: warning: --ctx-size %lld is longer than the %lld positions the model was trained on; "
+               "output past position %lld may be poor\n",
+               who, static_cast<long long>(ctx), static_cast<long long>(hp.n_ctx_train),
+               static_cast<long long>(hp.n_ctx_train));
+}
 
 std::vector<int32_t> parse_token_list(const std::string& csv, int64_t n_vocab) {
   std::vector<int32_t> ids;

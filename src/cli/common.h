@@ -32,6 +32,10 @@ struct ModelArgs {
 
 std::unique_ptr<Model> load_model(const ModelArgs& a);
 
+// Warns on stderr (as `who`) when a context runs past the positions the model was trained on:
+// such positions still run, but the model has never seen them and its output degrades.
+void warn_beyond_training_context(const char* who, const HParams& hp, int64_t ctx);
+
 // Prompt text or comma-separated token ids, turned into the token list to evaluate.
 std::vector<int32_t> parse_token_list(const std::string& csv, int64_t n_vocab);
 

@@ -69,6 +69,22 @@ TEST(Cli, GenerateGreedyMatchesRecordedContinuation) {
   EXPECT_NE(r.out.find("tokens/s"), std::string::npos);
 }
 
+TEST(Cli, GenerateSaysWhenTheContextRunsOut) {
+  const std::string model = std::string(SY_SOURCE_DIR) + "/models/tiny-mixtral-f16.gguf";
+  // 'A fool and his money' is 6 tokens with BOS: a context of 10 leaves room for 4.
+  Result r = run("generate -m " + model + " -p 'A fool and his money' -n 16 --temp 0 -t 2 -c 10");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("stopped after 4 of 16 tokens: the context of 10 positions is full; raise --ctx-size"),
+            std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("trained on"), std::string::npos) << r.out;
+  // tiny-mixtral was trained on 256 positions.
+  r = run("generate -m " + model + " -p 'A fool' -n 2 --temp 0 -t 2 -c 300");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("--ctx-size 300 is longer than the 256 positions the model was trained on"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("stopped after"), std::string::npos) << r.out;
+}
+
 TEST(Cli, PerplexityJson) {
   const Result r = run(std::string("perplexity -m ") + SY_SOURCE_DIR + "/models/tiny-mixtral-f16.gguf -f " +
                        test::shared_path("models/tiny-mixtral/valid.txt") + " -c 256 --chunks 2 --json 2>/dev/null");
