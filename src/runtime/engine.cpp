@@ -85,6 +85,8 @@ Engine::Submit Engine::submit(const std::vector<std::shared_ptr<Request>>& reqs)
       }
     }
     if (r->params().max_tokens < 1) throw Error("max_tokens must be at least 1");
+    if (r->params().top_logprobs > kMaxTopLogprobs)
+      throw Error("top_logprobs must be at most " + std::to_string(kMaxTopLogprobs));
     if (static_cast<int64_t>(p.size()) + r->params().max_tokens > cfg_.ctx_size) {
       throw Error("the prompt (" + std::to_string(p.size()) + " tokens) plus max_tokens (" +
                   std::to_string(r->params().max_tokens) + ") exceed the context size " +
@@ -218,7 +220,8 @@ void Engine::record_token(Sequence& s, int32_t token) {
     if (s.counts.empty()) s.counts.assign(static_cast<size_t>(n_vocab_), 0);
     if (s.counts[token]++ == 0) s.seen.push_back(token);
   }
-  s.req->push_token(token);
+  if (p.top_logprobs >= 0) s.req->push_token(token, s.logprobs.logprob(token), s.logprobs.top());
+  else s.req->push_token(token);
   n_generated_step_++;
 }
 
@@ -232,6 +235,8 @@ void Engine::sample_rows() {
   pool_.parallel_for(static_cast<int64_t>(n), [&](int64_t i, int) {
     Sequence& s = *plan_.rows[i];
     float* row = logits_.data() + i * n_vocab_;
+    const int top = s.req->params().top_logprobs;
+    if (top >= 0) s.logprobs.compute(row, n_vocab_, top);  // before penalties edit the row
     apply_penalties(s, row);
     sampled_[i] = s.sampler.sample(row, n_vocab_);
   });

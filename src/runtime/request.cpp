@@ -1,6 +1,7 @@
 #include "runtime/request.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace sy {
 
@@ -31,15 +32,29 @@ Request::Request(std::vector<int32_t> prompt, GenerationParams params, std::shar
       params_(std::move(params)),
       channel_(std::move(channel)),
       arrival_(Clock::now()) {
-  tokens_.reserve(static_cast<size_t>(std::clamp<int64_t>(params_.max_tokens, 0, 1 << 16)));
+  const auto reserve = static_cast<size_t>(std::clamp<int64_t>(params_.max_tokens, 0, 1 << 16));
+  tokens_.reserve(reserve);
+  if (params_.top_logprobs >= 0) {
+    logprob_.reserve(reserve);
+    top_.reserve(reserve * static_cast<size_t>(params_.top_logprobs));
+  }
 }
 
-Request::Update Request::poll(size_t seen, std::vector<int32_t>& out) const {
+Request::Update Request::poll(size_t seen, std::vector<int32_t>& out, std::vector<GeneratedLogprob>* logprobs) const {
   std::lock_guard lock(channel_->mu_);
   Update u;
   u.n_tokens = tokens_.size();
   if (u.n_tokens > seen)
     out.insert(out.end(), tokens_.begin() + static_cast<std::ptrdiff_t>(seen), tokens_.end());
+  if (logprobs && params_.top_logprobs >= 0) {
+    const auto k = static_cast<size_t>(params_.top_logprobs);
+    for (size_t i = seen; i < logprob_.size(); ++i) {
+      GeneratedLogprob g{tokens_[i], logprob_[i], {}};
+      for (size_t j = i * k; j < (i + 1) * k; ++j)
+        if (top_[j].first >= 0) g.top.push_back(top_[j]);
+      logprobs->push_back(std::move(g));
+    }
+  }
   u.finish = finish_;
   if (finish_ == FinishReason::Error) u.error = error_;
   return u;
@@ -54,10 +69,18 @@ Request::Update Request::wait_finished(std::vector<int32_t>& out) const {
   return poll(0, out);
 }
 
-void Request::push_token(int32_t token) {
+void Request::push_token(int32_t token) { push_token(token, 0.0f, {}); }
+
+void Request::push_token(int32_t token, float logprob, std::span<const TokenLogprob> top) {
   {
     std::lock_guard lock(channel_->mu_);
     tokens_.push_back(token);
+    if (params_.top_logprobs >= 0) {
+      logprob_.push_back(logprob);
+      // Exactly k entries per token, so that token i's are at [i * k, (i + 1) * k).
+      const auto k = static_cast<size_t>(params_.top_logprobs);
+      for (size_t j = 0; j < k; ++j) top_.push_back(j < top.size() ? top[j] : TokenLogprob{-1, -INFINITY});
+    }
     channel_->version_++;
   }
   channel_->cv_.notify_all();

@@ -11,11 +11,13 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "runtime/sampler.h"
+#include "runtime/token_logprobs.h"
 
 namespace sy {
 
@@ -30,6 +32,16 @@ struct GenerationParams {
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   std::vector<std::pair<int32_t, float>> logit_bias;  // token id, added to its logit
+  // -1: no log-probabilities; else each generated token's (runtime/token_logprobs.h) with
+  // this many most likely alternatives (0..kMaxTopLogprobs).
+  int top_logprobs = -1;
+};
+
+// A generated token's log-probability and its most likely alternatives.
+struct GeneratedLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top;
 };
 
 enum class FinishReason {
@@ -79,13 +91,17 @@ class Request {
     FinishReason finish = FinishReason::None;
     std::string error;
   };
-  // Appends tokens [seen, n) to `out` without waiting (see Channel::wait).
-  Update poll(size_t seen, std::vector<int32_t>& out) const;
+  // Appends tokens [seen, n) to `out` without waiting (see Channel::wait), and their
+  // log-probabilities to `logprobs` where given (requests with top_logprobs >= 0).
+  Update poll(size_t seen, std::vector<int32_t>& out, std::vector<GeneratedLogprob>* logprobs = nullptr) const;
   // Waits until the request finished (for clients that want only the end result).
   Update wait_finished(std::vector<int32_t>& out) const;
 
   // ---- engine side ----
   void push_token(int32_t token);
+  // The same with the token's log-probability and the row's top alternatives (at most
+  // params().top_logprobs of them are kept).
+  void push_token(int32_t token, float logprob, std::span<const TokenLogprob> top);
   void finish(FinishReason reason, std::string error = {});
 
  private:
@@ -97,6 +113,8 @@ class Request {
 
   // Guarded by channel_->mu_.
   std::vector<int32_t> tokens_;  // reserved up front: no allocation per token
+  std::vector<float> logprob_;          // per token, when top_logprobs >= 0 (reserved too)
+  std::vector<TokenLogprob> top_;       // top_logprobs per token
   FinishReason finish_ = FinishReason::None;
   std::string error_;
 };

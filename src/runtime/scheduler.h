@@ -27,6 +27,7 @@
 #include "runtime/kv_cache.h"
 #include "runtime/request.h"
 #include "runtime/sampler.h"
+#include "runtime/token_logprobs.h"
 
 namespace sy {
 
@@ -41,6 +42,7 @@ struct Sequence {
   int64_t n_ready = 0;     // leading tokens whose K/V were written by earlier steps
   int slot = -1;           // KV cache sequence slot while running
   Sampler sampler;
+  LogprobRow logprobs;          // the last sampled row's, when the request asks for them
   std::vector<int32_t> counts;  // per vocabulary id, for presence/frequency penalties
   std::vector<int32_t> seen;    // ids with a non-zero count
   Clock::time_point admitted{}, last_token{};

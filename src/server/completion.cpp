@@ -10,6 +10,18 @@ std::string sse(const json& j) {
   return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
 }
 
+int64_t utf8_chars(const std::string& s) {
+  int64_t n = 0;
+  for (unsigned char b : s) n += (b & 0xC0) != 0x80;
+  return n;
+}
+
+json byte_values(const std::string& s) {
+  json a = json::array();
+  for (unsigned char b : s) a.push_back(static_cast<int>(b));
+  return a;
+}
+
 }  // namespace
 
 CompletionRun::CompletionRun(Engine& engine, const Tokenizer& tok, CompletionJob job, Meta meta)
@@ -24,6 +36,7 @@ CompletionRun::CompletionRun(Engine& engine, const Tokenizer& tok, CompletionJob
       c->index = static_cast<int>(p * job_.n + i);
       c->prompt = p;
       if (!job_.echo_text[p].empty()) c->text = job_.echo_text[p];
+      c->text_chars = utf8_chars(c->text);
       GenerationParams g = job_.gen;
       g.max_tokens = job_.max_tokens[p];
       g.sampling.seed += static_cast<uint64_t>(i);  // n choices: different draws, reproducible with a seed
@@ -74,11 +87,14 @@ void CompletionRun::pump() {
     Choice& c = *cp;
     if (!c.finish.empty() || !c.req) continue;
     buf_.clear();
-    const Request::Update u = c.req->poll(c.seen, buf_);
+    const size_t logprobs_before = c.logprobs.size();
+    const Request::Update u = c.req->poll(c.seen, buf_, wants_logprobs() ? &c.logprobs : nullptr);
     c.seen = u.n_tokens;
+    size_t used = 0;
     for (int32_t t : buf_) {
       c.got_token = true;
       c.n_tokens++;
+      used++;
       c.text += c.stop.push(c.dec.push(t));
       if (c.stop.stopped()) {
         c.finish = "stop";
@@ -86,6 +102,8 @@ void CompletionRun::pump() {
         break;
       }
     }
+    // Tokens after a stop string are not part of the answer, nor are their log-probabilities.
+    if (c.logprobs.size() > logprobs_before + used) c.logprobs.resize(logprobs_before + used);
     if (!c.finish.empty() || u.finish == FinishReason::None) continue;
     // Finished, and poll() returned every token it produced.
     c.text += c.stop.push(c.dec.flush());
@@ -125,7 +143,36 @@ json CompletionRun::usage() const {
       {"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
 }
 
-json CompletionRun::chunk(const Choice& c, const std::string& text, bool finish) const {
+json CompletionRun::take_logprobs(Choice& c) const {
+  const bool chat = job_.endpoint == Endpoint::Chat;
+  json content = json::array(), tokens = json::array(), token_logprobs = json::array(), top = json::array(),
+       offsets = json::array();
+  for (; c.logprobs_sent < c.logprobs.size(); ++c.logprobs_sent) {
+    const GeneratedLogprob& g = c.logprobs[c.logprobs_sent];
+    const std::string piece = tok_.token_to_piece(g.token);
+    if (chat) {
+      json alternatives = json::array();
+      for (const auto& [id, lp] : g.top) {
+        const std::string p = tok_.token_to_piece(id);
+        alternatives.push_back({{"token", p}, {"logprob", lp}, {"bytes", byte_values(p)}});
+      }
+      content.push_back(
+          {{"token", piece}, {"logprob", g.logprob}, {"bytes", byte_values(piece)}, {"top_logprobs", alternatives}});
+    } else {
+      json alternatives = json::object();
+      for (const auto& [id, lp] : g.top) alternatives.emplace(tok_.token_to_piece(id), lp);
+      tokens.push_back(piece);
+      token_logprobs.push_back(g.logprob);
+      top.push_back(alternatives);
+      offsets.push_back(c.text_chars);
+      c.text_chars += utf8_chars(piece);
+    }
+  }
+  if (chat) return {{"content", content}, {"refusal", nullptr}};
+  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+}
+
+json CompletionRun::chunk(const Choice& c, const std::string& text, bool finish, json logprobs) const {
   json choice;
   if (job_.endpoint == Endpoint::Chat) {
     json delta = json::object();
@@ -135,12 +182,12 @@ json CompletionRun::chunk(const Choice& c, const std::string& text, bool finish)
     }
     choice = {{"index", c.index},
               {"delta", delta},
-              {"logprobs", nullptr},
+              {"logprobs", logprobs},
               {"finish_reason", finish ? json(c.finish) : json(nullptr)}};
   } else {
     choice = {{"text", text},
               {"index", c.index},
-              {"logprobs", nullptr},
+              {"logprobs", logprobs},
               {"finish_reason", finish ? json(c.finish) : json(nullptr)}};
   }
   json j = {{"id", meta_.id},
@@ -161,8 +208,11 @@ bool CompletionRun::stream(const ResponseSink& sink) {
       Choice& c = *cp;
       // A chunk per batch of new text, and one at the first token even when its text is
       // still empty (a partial UTF-8 character), so clients can time the first token.
-      if (!c.text.empty() || (c.got_token && !c.started)) {
-        if (!sink.write(sse(chunk(c, c.text, false)))) return cancel(), false;
+      // With log-probabilities, also a chunk for tokens whose text is still held back.
+      const bool new_logprobs = wants_logprobs() && c.logprobs_sent < c.logprobs.size();
+      if (!c.text.empty() || (c.got_token && !c.started) || new_logprobs) {
+        json lp = wants_logprobs() ? take_logprobs(c) : json(nullptr);
+        if (!sink.write(sse(chunk(c, c.text, false, std::move(lp))))) return cancel(), false;
         c.started = true;
         c.text.clear();
       }
@@ -206,14 +256,15 @@ bool CompletionRun::respond(const ResponseSink& sink) {
   if (const Choice* f = failed()) return sink.write(error_json(f->error, "server_error", "", "").dump());
   json choices = json::array();
   for (const auto& c : choices_) {
+    json lp = wants_logprobs() ? take_logprobs(*c) : json(nullptr);
     if (job_.endpoint == Endpoint::Chat) {
       choices.push_back({{"index", c->index},
                          {"message", {{"role", "assistant"}, {"content", c->text}, {"refusal", nullptr}}},
-                         {"logprobs", nullptr},
+                         {"logprobs", std::move(lp)},
                          {"finish_reason", c->finish}});
     } else {
       choices.push_back(
-          {{"text", c->text}, {"index", c->index}, {"logprobs", nullptr}, {"finish_reason", c->finish}});
+          {{"text", c->text}, {"index", c->index}, {"logprobs", std::move(lp)}, {"finish_reason", c->finish}});
     }
   }
   json j = {{"id", meta_.id},

@@ -57,6 +57,9 @@ class CompletionRun {
     size_t seen = 0;
     int64_t n_tokens = 0;
     std::string text;    // stream: not yet sent; otherwise: everything
+    std::vector<GeneratedLogprob> logprobs;  // every token's, when the job asks for them
+    size_t logprobs_sent = 0;
+    int64_t text_chars = 0;  // characters before the next token (completions' text_offset)
     std::string finish;  // "stop" / "length" when done; "error" with `error`
     std::string error;
     bool got_token = false, started = false, finish_sent = false;
@@ -65,7 +68,11 @@ class CompletionRun {
   bool done() const;
   void pump();  // moves new tokens of every choice into its text
   bool wait(const ResponseSink& sink, uint64_t& version);
-  nlohmann::json chunk(const Choice& c, const std::string& text, bool finish) const;
+  bool wants_logprobs() const { return job_.gen.top_logprobs >= 0; }
+  // The "logprobs" object of the choice's tokens not yet sent, in the endpoint's format.
+  nlohmann::json take_logprobs(Choice& c) const;
+  nlohmann::json chunk(const Choice& c, const std::string& text, bool finish,
+                       nlohmann::json logprobs = nullptr) const;
   nlohmann::json usage() const;
   const Choice* failed() const;
 

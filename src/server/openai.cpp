@@ -329,6 +329,26 @@ std::vector<ChatMessage> parse_chat_messages(const json& messages) {
   return out;
 }
 
+// -1 when no log-probabilities are asked for, else how many alternatives per token.
+// Completions: "logprobs": 0..5 (alternatives per token). Chat: "logprobs": true, with
+// "top_logprobs": 0..20 alternatives.
+int parse_logprobs(const json& body, bool chat) {
+  if (!chat) {
+    if (field(body, "top_logprobs"))
+      throw ApiError(400, "'top_logprobs' is a chat parameter; completions take 'logprobs' (0 to 5).",
+                     "top_logprobs", "invalid_value");
+    const auto n = get_int(body, "logprobs", 0, 5);
+    if (n && get_bool(body, "echo").value_or(false))
+      throw unsupported("logprobs", "Log probabilities of the prompt ('logprobs' with 'echo')");
+    return n ? static_cast<int>(*n) : -1;
+  }
+  const bool on = get_bool(body, "logprobs").value_or(false);
+  const auto top = get_int(body, "top_logprobs", 0, kMaxTopLogprobs);
+  if (top && !on)
+    throw invalid_value("top_logprobs", "'top_logprobs' is only allowed when 'logprobs' is true.");
+  return on ? static_cast<int>(top.value_or(0)) : -1;
+}
+
 CompletionJob parse_completion_request(const json& body, Endpoint ep, const ApiContext& ctx) {
   CompletionJob job;
   job.endpoint = ep;
@@ -356,13 +376,7 @@ CompletionJob parse_completion_request(const json& body, Endpoint ep, const ApiC
   job.stop = parse_stop(body);
 
   // Features this server does not have are refused, not silently ignored.
-  if (const json* lp = field(body, "logprobs");
-      lp && !(lp->is_boolean() ? !lp->get<bool>() : (is_integral(*lp) && lp->get<double>() == 0))) {
-    throw unsupported("logprobs", "Returning log probabilities ('logprobs')");
-  }
-  if (const json* tl = field(body, "top_logprobs"); tl && !(is_integral(*tl) && tl->get<double>() == 0)) {
-    throw unsupported("top_logprobs", "Returning log probabilities ('top_logprobs')");
-  }
+  job.gen.top_logprobs = parse_logprobs(body, chat);
   if (const json* t = field(body, "tools"); t && !(t->is_array() && t->empty()))
     throw unsupported("tools", "Tool calling ('tools')");
   if (const json* f = field(body, "functions"); f && !(f->is_array() && f->empty()))

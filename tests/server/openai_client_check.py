@@ -57,6 +57,19 @@ def main():
     check(roles == ["assistant"], f"roles in the stream: {roles}")
     check(usage is not None and usage.completion_tokens == r.usage.completion_tokens, f"stream usage {usage} vs {r.usage}")
 
+    r3 = client.chat.completions.create(
+        model=model, messages=messages, max_tokens=6, temperature=0, logprobs=True, top_logprobs=2
+    )
+    content = r3.choices[0].logprobs.content
+    check(len(content) == r3.usage.completion_tokens, f"chat logprobs for {len(content)} tokens")
+    check(all(t.logprob <= 0 and len(t.top_logprobs) == 2 for t in content), f"chat logprobs {content}")
+    check(b"".join(bytes(t.bytes) for t in content).decode("utf-8", "replace") == r3.choices[0].message.content,
+          "chat logprobs bytes spell the message")
+    c2 = client.completions.create(model=model, prompt="A fool and his money", max_tokens=4, temperature=0, logprobs=1)
+    lp = c2.choices[0].logprobs
+    check("".join(lp.tokens) == c2.choices[0].text and len(lp.token_logprobs) == len(lp.tokens),
+          f"completion logprobs {lp}")
+
     r2 = client.chat.completions.create(model=model, messages=messages, max_tokens=6, n=2, seed=7, temperature=1.0)
     check([ch.index for ch in r2.choices] == [0, 1], "n=2 choices")
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <random>
 
+#include "runtime/session.h"
 #include "server_fixture.h"
 
 namespace sy {
@@ -147,6 +148,102 @@ TEST_F(ServerHttp, StreamedAndNonStreamedAgree) {
   }
 }
 
+// Log-softmax of the model's logits, computed here in double from a plain Session.
+std::vector<double> reference_logprobs(const std::string& prompt, const std::vector<std::string>& pieces_out,
+                                       int n) {
+  const Model& m = test::tiny_model();
+  const Tokenizer& tok = m.tokenizer();
+  ThreadPool pool(1);
+  Session s(m, pool, 128);
+  s.eval(tok.encode(prompt, tok.add_bos_default(), true));
+  std::vector<double> out;
+  const int64_t nv = m.hparams().n_vocab;
+  for (int i = 0; i < n; ++i) {
+    const float* row = s.logits();
+    const int32_t t = static_cast<int32_t>(std::max_element(row, row + nv) - row);  // greedy
+    EXPECT_EQ(tok.token_to_piece(t), pieces_out[static_cast<size_t>(i)]) << "token " << i;
+    double sum = 0.0;
+    for (int64_t v = 0; v < nv; ++v) sum += std::exp(static_cast<double>(row[v]) - row[t]);
+    out.push_back(-std::log(sum));
+    s.eval({t});
+  }
+  return out;
+}
+
+TEST_F(ServerHttp, LogprobsAreTheModelsAndAgreeWhenStreamed) {
+  const std::string prompt = "A fool and his money";
+  json body = completion_body(prompt, 6, false);
+  body["logprobs"] = 3;
+  const HttpReply r = http_post(ep(), "/v1/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = json::parse(r.body);
+  const json& lp = j["choices"][0]["logprobs"];
+  const auto pieces = lp["tokens"].get<std::vector<std::string>>();
+  ASSERT_EQ(pieces.size(), 6u) << lp;
+  std::string joined;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    EXPECT_EQ(lp["text_offset"][i].get<int64_t>(), static_cast<int64_t>(joined.size()));  // ASCII here
+    joined += pieces[i];
+    // Greedy: the chosen token is the most likely one, first of 3 alternatives.
+    ASSERT_EQ(lp["top_logprobs"][i].size(), 3u);
+    double best = -INFINITY;
+    for (const auto& [piece, v] : lp["top_logprobs"][i].items()) best = std::max(best, v.get<double>());
+    EXPECT_EQ(best, lp["token_logprobs"][i].get<double>());
+  }
+  EXPECT_EQ(joined, j["choices"][0]["text"].get<std::string>());
+  const std::vector<double> want = reference_logprobs(prompt, pieces, 6);
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_LT(want[i], 0.0);
+    EXPECT_NEAR(lp["token_logprobs"][i].get<double>(), want[i], 1e-4) << "token " << i;
+  }
+
+  // Streamed: the same log-probabilities, spread over the chunks.
+  body["stream"] = true;
+  json streamed = json::array();
+  const HttpReply rs = http_post_sse(ep(), "/v1/completions", body.dump(), [&](const std::string& d) {
+    if (d == "[DONE]") return true;
+    const json chunk = json::parse(d);
+    for (const auto& c : chunk["choices"])
+      if (c["logprobs"].is_object())
+        for (size_t i = 0; i < c["logprobs"]["tokens"].size(); ++i)
+          streamed.push_back({c["logprobs"]["tokens"][i], c["logprobs"]["token_logprobs"][i],
+                              c["logprobs"]["top_logprobs"][i], c["logprobs"]["text_offset"][i]});
+    return true;
+  });
+  ASSERT_EQ(rs.status, 200);
+  ASSERT_EQ(streamed.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(streamed[i], json::array({lp["tokens"][i], lp["token_logprobs"][i], lp["top_logprobs"][i],
+                                        lp["text_offset"][i]}));
+  }
+
+  // Chat: per-token objects whose bytes spell the message.
+  const json chat = {{"model", "tiny"},
+                     {"messages", {{{"role", "user"}, {"content", "Tell me a fortune."}}}},
+                     {"max_tokens", 8},
+                     {"temperature", 0},
+                     {"logprobs", true},
+                     {"top_logprobs", 2}};
+  const HttpReply rc = http_post(ep(), "/v1/chat/completions", chat.dump());
+  ASSERT_EQ(rc.status, 200) << rc.body;
+  const json jc = json::parse(rc.body);
+  const json& content = jc["choices"][0]["logprobs"]["content"];
+  EXPECT_EQ(content.size(), jc["usage"]["completion_tokens"].get<size_t>());
+  std::string bytes;
+  for (const auto& t : content) {
+    for (int b : t["bytes"]) bytes.push_back(static_cast<char>(b));
+    EXPECT_EQ(t["top_logprobs"].size(), 2u);
+    EXPECT_EQ(t["top_logprobs"][0]["logprob"], t["logprob"]);
+    EXPECT_LE(t["top_logprobs"][1]["logprob"].get<double>(), t["logprob"].get<double>());
+  }
+  EXPECT_EQ(bytes, jc["choices"][0]["message"]["content"].get<std::string>());
+  // Without the flag there are none.
+  json plain = chat;
+  plain.erase("logprobs");
+  plain.erase("top_logprobs");
+  EXPECT_TRUE(json::parse(http_post(ep(), "/v1/chat/completions", plain.dump()).body)["choices"][0]["logprobs"].is_null());
+}
+
 TEST_F(ServerHttp, StopStringsCutTheTextInBothModes) {
   const HttpReply full =
       http_post(ep(), "/v1/completions", completion_body("A fool and his money", 16, false).dump());
@@ -208,7 +305,15 @@ TEST_F(ServerHttp, EveryBadInputGetsItsStatusAndNamesTheField) {
       {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "seed": "x"})", 400, "seed"},
       {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "logit_bias": {"abc": 1}})", 400,
        "logit_bias"},
-      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "logprobs": 2})", 400, "logprobs"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "logprobs": 6})", 400, "logprobs"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "logprobs": true})", 400, "logprobs"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "logprobs": 1, "echo": true})", 400, "logprobs"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "top_logprobs": 1})", 400, "top_logprobs"},
+      {"/v1/chat/completions", R"({"model": "tiny", "messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
+       400, "top_logprobs"},
+      {"/v1/chat/completions",
+       R"({"model": "tiny", "messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})",
+       400, "top_logprobs"},
       {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "presence_penalty": 3})", 400,
        "presence_penalty"},
       {"/v1/chat/completions", R"({"model": "tiny", "messages": "hi"})", 400, "messages"},
