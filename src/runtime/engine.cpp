@@ -84,7 +84,11 @@ Engine::Submit Engine::submit(const std::vector<std::shared_ptr<Request>>& reqs)
                     std::to_string(n_vocab_ - 1) + ")");
       }
     }
-    if (r->params().max_tokens < 1) throw Error("max_tokens must be at least 1");
+    const bool scores_prompt = r->params().prompt_logprobs;
+    if (scores_prompt && r->params().top_logprobs < 0)
+      throw Error("prompt log-probabilities need top_logprobs >= 0");
+    if (r->params().max_tokens < (scores_prompt ? 0 : 1))
+      throw Error(scores_prompt ? "max_tokens must be at least 0" : "max_tokens must be at least 1");
     if (r->params().top_logprobs > kMaxTopLogprobs)
       throw Error("top_logprobs must be at most " + std::to_string(kMaxTopLogprobs));
     if (static_cast<int64_t>(p.size()) + r->params().max_tokens > cfg_.ctx_size) {
@@ -225,16 +229,29 @@ void Engine::record_token(Sequence& s, int32_t token) {
   n_generated_step_++;
 }
 
+void Engine::score_prompt_rows() {
+  if (plan_.prompt_rows.empty()) return;
+  if (thread_logprobs_.size() < static_cast<size_t>(pool_.size())) thread_logprobs_.resize(pool_.size());
+  pool_.parallel_for(static_cast<int64_t>(plan_.prompt_rows.size()), [&](int64_t i, int thread) {
+    const StepPlan::PromptRow& r = plan_.prompt_rows[i];
+    LogprobRow& lp = thread_logprobs_[static_cast<size_t>(thread)];
+    lp.compute(logits_.data() + r.logits_row * n_vocab_, n_vocab_, r.seq->req->params().top_logprobs);
+    r.seq->req->set_prompt_logprob(r.pos, lp.logprob(r.seq->tokens[r.pos + 1]), lp.top());
+  });
+}
+
 void Engine::sample_rows() {
   const Tokenizer& tok = model_.tokenizer();
   const auto now = Clock::now();
   // Rows are independent (each sequence has its own sampler and logits row), and a full
   // sort of the vocabulary per row adds up at large batches: sample on the pool.
+  score_prompt_rows();
   const size_t n = plan_.rows.size();
   sampled_.resize(n);
   pool_.parallel_for(static_cast<int64_t>(n), [&](int64_t i, int) {
     Sequence& s = *plan_.rows[i];
-    float* row = logits_.data() + i * n_vocab_;
+    if (s.req->params().max_tokens == 0) return;  // it only scores its prompt
+    float* row = logits_.data() + plan_.row_logits[i] * n_vocab_;
     const int top = s.req->params().top_logprobs;
     if (top >= 0) s.logprobs.compute(row, n_vocab_, top);  // before penalties edit the row
     apply_penalties(s, row);
@@ -242,8 +259,12 @@ void Engine::sample_rows() {
   });
   for (size_t i = 0; i < n; ++i) {
     Sequence& s = *plan_.rows[i];
-    const int32_t t = sampled_[i];
     const GenerationParams& p = s.req->params();
+    if (p.max_tokens == 0) {
+      finish(s, FinishReason::Length);
+      continue;
+    }
+    const int32_t t = sampled_[i];
     if (!p.ignore_eos && tok.is_eog(t)) {
       finish(s, FinishReason::Stop);
       continue;

@@ -83,6 +83,7 @@ class Engine {
   void loop();
   void step();
   void sample_rows();
+  void score_prompt_rows();  // prompt log-probabilities of this step's scored positions
   void finish(Sequence& s, FinishReason r, const std::string& error = {});
   void apply_penalties(Sequence& s, float* logits) const;
   void record_token(Sequence& s, int32_t token);
@@ -112,6 +113,7 @@ class Engine {
   StepPlan plan_;
   std::vector<float> logits_;
   std::vector<int32_t> sampled_;
+  std::vector<LogprobRow> thread_logprobs_;  // per pool thread, for prompt rows
   std::vector<std::unique_ptr<Sequence>> incoming_;
   std::vector<double> obs_ttft_, obs_tpot_, obs_e2e_, obs_queue_;
   uint64_t n_generated_step_ = 0;

@@ -1,7 +1,6 @@
 #include "runtime/request.h"
 
 #include <algorithm>
-#include <cmath>
 
 namespace sy {
 
@@ -38,7 +37,27 @@ Request::Request(std::vector<int32_t> prompt, GenerationParams params, std::shar
     logprob_.reserve(reserve);
     top_.reserve(reserve * static_cast<size_t>(params_.top_logprobs));
   }
+  if (params_.prompt_logprobs && params_.top_logprobs >= 0 && prompt_.size() > 1) {
+    prompt_logprob_.assign(prompt_.size() - 1, 0.0f);
+    prompt_top_.assign((prompt_.size() - 1) * static_cast<size_t>(params_.top_logprobs), TokenLogprob{-1, 0.0f});
+  }
 }
+
+namespace {
+
+// Token i's k alternatives sit at [i * k, (i + 1) * k); unused entries have id -1.
+GeneratedLogprob unpack(int32_t token, float logprob, const std::vector<TokenLogprob>& top, size_t i, size_t k) {
+  GeneratedLogprob g{token, logprob, {}};
+  for (size_t j = i * k; j < (i + 1) * k; ++j)
+    if (top[j].first >= 0) g.top.push_back(top[j]);
+  return g;
+}
+
+void pack(std::vector<TokenLogprob>& top, size_t i, size_t k, std::span<const TokenLogprob> from) {
+  for (size_t j = 0; j < k; ++j) top[i * k + j] = j < from.size() ? from[j] : TokenLogprob{-1, 0.0f};
+}
+
+}  // namespace
 
 Request::Update Request::poll(size_t seen, std::vector<int32_t>& out, std::vector<GeneratedLogprob>* logprobs) const {
   std::lock_guard lock(channel_->mu_);
@@ -48,12 +67,7 @@ Request::Update Request::poll(size_t seen, std::vector<int32_t>& out, std::vecto
     out.insert(out.end(), tokens_.begin() + static_cast<std::ptrdiff_t>(seen), tokens_.end());
   if (logprobs && params_.top_logprobs >= 0) {
     const auto k = static_cast<size_t>(params_.top_logprobs);
-    for (size_t i = seen; i < logprob_.size(); ++i) {
-      GeneratedLogprob g{tokens_[i], logprob_[i], {}};
-      for (size_t j = i * k; j < (i + 1) * k; ++j)
-        if (top_[j].first >= 0) g.top.push_back(top_[j]);
-      logprobs->push_back(std::move(g));
-    }
+    for (size_t i = seen; i < logprob_.size(); ++i) logprobs->push_back(unpack(tokens_[i], logprob_[i], top_, i, k));
   }
   u.finish = finish_;
   if (finish_ == FinishReason::Error) u.error = error_;
@@ -77,13 +91,30 @@ void Request::push_token(int32_t token, float logprob, std::span<const TokenLogp
     tokens_.push_back(token);
     if (params_.top_logprobs >= 0) {
       logprob_.push_back(logprob);
-      // Exactly k entries per token, so that token i's are at [i * k, (i + 1) * k).
       const auto k = static_cast<size_t>(params_.top_logprobs);
-      for (size_t j = 0; j < k; ++j) top_.push_back(j < top.size() ? top[j] : TokenLogprob{-1, -INFINITY});
+      top_.resize(top_.size() + k);  // within the reserve
+      pack(top_, logprob_.size() - 1, k, top);
     }
     channel_->version_++;
   }
   channel_->cv_.notify_all();
+}
+
+void Request::set_prompt_logprob(int64_t pos, float logprob, std::span<const TokenLogprob> top) {
+  std::lock_guard lock(channel_->mu_);
+  const auto i = static_cast<size_t>(pos);
+  if (i >= prompt_logprob_.size()) return;
+  prompt_logprob_[i] = logprob;
+  pack(prompt_top_, i, static_cast<size_t>(params_.top_logprobs), top);
+}
+
+std::vector<GeneratedLogprob> Request::prompt_logprobs() const {
+  std::lock_guard lock(channel_->mu_);
+  std::vector<GeneratedLogprob> out;
+  const auto k = static_cast<size_t>(std::max(0, params_.top_logprobs));
+  for (size_t i = 0; i < prompt_logprob_.size(); ++i)
+    out.push_back(unpack(prompt_[i + 1], prompt_logprob_[i], prompt_top_, i, k));
+  return out;
 }
 
 void Request::finish(FinishReason reason, std::string error) {

@@ -35,6 +35,9 @@ struct GenerationParams {
   // -1: no log-probabilities; else each generated token's (runtime/token_logprobs.h) with
   // this many most likely alternatives (0..kMaxTopLogprobs).
   int top_logprobs = -1;
+  // Also the log-probabilities of prompt tokens 1..n-1 (needs top_logprobs >= 0); such a
+  // request may have max_tokens 0, then it only scores its prompt.
+  bool prompt_logprobs = false;
 };
 
 // A generated token's log-probability and its most likely alternatives.
@@ -97,7 +100,13 @@ class Request {
   // Waits until the request finished (for clients that want only the end result).
   Update wait_finished(std::vector<int32_t>& out) const;
 
+  // Log-probabilities of prompt tokens 1..n-1 (params().prompt_logprobs), complete once
+  // the first token is out or the request has finished.
+  std::vector<GeneratedLogprob> prompt_logprobs() const;
+
   // ---- engine side ----
+  // Scores prompt token pos + 1 with the logits of position pos.
+  void set_prompt_logprob(int64_t pos, float logprob, std::span<const TokenLogprob> top);
   void push_token(int32_t token);
   // The same with the token's log-probability and the row's top alternatives (at most
   // params().top_logprobs of them are kept).
@@ -115,6 +124,8 @@ class Request {
   std::vector<int32_t> tokens_;  // reserved up front: no allocation per token
   std::vector<float> logprob_;          // per token, when top_logprobs >= 0 (reserved too)
   std::vector<TokenLogprob> top_;       // top_logprobs per token
+  std::vector<float> prompt_logprob_;   // per prompt position 0..n-2, when prompt_logprobs
+  std::vector<TokenLogprob> prompt_top_;
   FinishReason finish_ = FinishReason::None;
   std::string error_;
 };

@@ -19,6 +19,9 @@ Sequence::Sequence(std::shared_ptr<Request> r, uint64_t ord)
 void StepPlan::clear() {
   batch.clear();
   rows.clear();
+  row_logits.clear();
+  prompt_rows.clear();
+  n_logits = 0;
   n_decode = n_prefill = n_admitted = n_preempted = n_reused = 0;
 }
 
@@ -62,10 +65,20 @@ void Scheduler::preempt(size_t i) {
 void Scheduler::add_chunk(Sequence& s, int64_t n, StepPlan& plan) {
   const int64_t end = s.n_computed + n;
   const bool last = end == static_cast<int64_t>(s.tokens.size());
+  // Positions already scored before a preemption are not scored again.
+  const int64_t score_end = s.scores_prompt() ? std::min(end, s.n_prompt - 1) : 0;
   for (int64_t p = s.n_computed; p < end; ++p) {
-    plan.batch.add(s.tokens[p], static_cast<int32_t>(p), s.slot, last && p == end - 1);
+    const bool sample = last && p == end - 1;
+    const bool score = p < score_end && p >= s.n_scored;
+    if (score) plan.prompt_rows.push_back({&s, p, plan.n_logits});
+    if (sample) {
+      plan.rows.push_back(&s);
+      plan.row_logits.push_back(plan.n_logits);
+    }
+    plan.batch.add(s.tokens[p], static_cast<int32_t>(p), s.slot, sample || score);
+    plan.n_logits += sample || score;
   }
-  if (last) plan.rows.push_back(&s);
+  s.n_scored = std::max(s.n_scored, score_end);
   s.n_computed = end;
 }
 
@@ -87,7 +100,8 @@ const Sequence* Scheduler::longest_prefix(const Sequence& s, bool ready_only, in
 }
 
 int64_t Scheduler::reuse_prefix(Sequence& s) {
-  if (cfg_.kv_layers <= 0) return 0;
+  // A copied prefix has no logits, and a request that scores its prompt needs them all.
+  if (cfg_.kv_layers <= 0 || s.scores_prompt()) return 0;
   int64_t best = 0;
   const Sequence* src = longest_prefix(s, true, best);
   if (!src) return 0;
@@ -101,7 +115,7 @@ bool Scheduler::try_admit(int64_t& budget, StepPlan& plan) {
   if (waiting_.empty() || free_slots_.empty() || budget <= 0) return false;
   Sequence& s = *waiting_.front();
   const int64_t n = static_cast<int64_t>(s.tokens.size());
-  if (cfg_.kv_layers > 0) {
+  if (cfg_.kv_layers > 0 && !s.scores_prompt()) {
     // A running sequence is computing a long prefix of this one right now (the n choices
     // of one call, requests with one system prompt arriving together): wait for it, then
     // copy instead of computing the same prefix twice.

@@ -40,6 +40,7 @@ struct Sequence {
   int64_t n_prompt = 0;
   int64_t n_computed = 0;  // leading tokens whose K/V are in the cache (after this step)
   int64_t n_ready = 0;     // leading tokens whose K/V were written by earlier steps
+  int64_t n_scored = 0;    // prompt positions whose logits went to prompt log-probabilities
   int slot = -1;           // KV cache sequence slot while running
   Sampler sampler;
   LogprobRow logprobs;          // the last sampled row's, when the request asks for them
@@ -50,6 +51,7 @@ struct Sequence {
   bool done = false;
 
   int64_t n_generated() const { return static_cast<int64_t>(tokens.size()) - n_prompt; }
+  bool scores_prompt() const { return req->params().prompt_logprobs; }
   int64_t pending() const { return static_cast<int64_t>(tokens.size()) - n_computed; }
 };
 
@@ -61,10 +63,20 @@ struct SchedulerConfig {
   int kv_layers = 0;
 };
 
-// One step's work: the batch, and for each logits row the sequence it belongs to.
+// One step's work: the batch, the sequences that sample a token from it (each with its
+// row of the logits), and the prompt positions whose logits score the next prompt token
+// (requests that ask for the prompt's log-probabilities).
 struct StepPlan {
+  struct PromptRow {
+    Sequence* seq;
+    int64_t pos;         // the logits of position pos score prompt token pos + 1
+    int64_t logits_row;
+  };
   Batch batch;
   std::vector<Sequence*> rows;
+  std::vector<int64_t> row_logits;  // rows[i]'s row of the logits
+  std::vector<PromptRow> prompt_rows;
+  int64_t n_logits = 0;
   int64_t n_decode = 0, n_prefill = 0;
   int64_t n_admitted = 0, n_preempted = 0;
   int64_t n_reused = 0;  // prompt tokens copied from another sequence instead of computed

@@ -1,5 +1,9 @@
 #include "server/completion.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 namespace sy {
 
 using json = nlohmann::json;
@@ -40,7 +44,7 @@ CompletionRun::CompletionRun(Engine& engine, const Tokenizer& tok, CompletionJob
       GenerationParams g = job_.gen;
       g.max_tokens = job_.max_tokens[p];
       g.sampling.seed += static_cast<uint64_t>(i);  // n choices: different draws, reproducible with a seed
-      if (g.max_tokens > 0)
+      if (g.max_tokens > 0 || g.prompt_logprobs)
         c->req = std::make_shared<Request>(job_.prompts[p], std::move(g), channel_);
       else
         c->finish = "length";
@@ -104,6 +108,8 @@ void CompletionRun::pump() {
     }
     // Tokens after a stop string are not part of the answer, nor are their log-probabilities.
     if (c.logprobs.size() > logprobs_before + used) c.logprobs.resize(logprobs_before + used);
+    if (job_.gen.prompt_logprobs && !c.prompt_scored && (u.n_tokens > 0 || u.finish != FinishReason::None))
+      add_prompt_logprobs(c);
     if (!c.finish.empty() || u.finish == FinishReason::None) continue;
     // Finished, and poll() returned every token it produced.
     c.text += c.stop.push(c.dec.flush());
@@ -143,6 +149,26 @@ json CompletionRun::usage() const {
       {"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
 }
 
+void CompletionRun::add_prompt_logprobs(Choice& c) const {
+  c.prompt_scored = true;
+  const std::vector<int32_t>& prompt = c.req->prompt();
+  std::vector<GeneratedLogprob> all;
+  all.push_back({prompt[0], std::numeric_limits<float>::quiet_NaN(), {}});
+  for (GeneratedLogprob& g : c.req->prompt_logprobs()) all.push_back(std::move(g));
+  all.insert(all.end(), c.logprobs.begin(), c.logprobs.end());
+  c.logprobs = std::move(all);
+  // Where each prompt token starts in the echoed text: from decoding each prefix, shifted by
+  // what the echo differs in at its start (a string prompt is echoed as given; decoding
+  // after BOS keeps SPM's leading space).
+  std::vector<int32_t> prefix;
+  for (int32_t t : prompt) {
+    c.prompt_offsets.push_back(utf8_chars(tok_.decode(prefix)));
+    prefix.push_back(t);
+  }
+  const int64_t shift = utf8_chars(tok_.decode(prompt)) - utf8_chars(job_.echo_text[c.prompt]);
+  for (int64_t& o : c.prompt_offsets) o = std::max<int64_t>(0, o - shift);
+}
+
 json CompletionRun::take_logprobs(Choice& c) const {
   const bool chat = job_.endpoint == Endpoint::Chat;
   json content = json::array(), tokens = json::array(), token_logprobs = json::array(), top = json::array(),
@@ -161,11 +187,16 @@ json CompletionRun::take_logprobs(Choice& c) const {
     } else {
       json alternatives = json::object();
       for (const auto& [id, lp] : g.top) alternatives.emplace(tok_.token_to_piece(id), lp);
+      const bool first_of_prompt = std::isnan(g.logprob);  // nothing before it to score it
       tokens.push_back(piece);
-      token_logprobs.push_back(g.logprob);
-      top.push_back(alternatives);
-      offsets.push_back(c.text_chars);
-      c.text_chars += utf8_chars(piece);
+      token_logprobs.push_back(first_of_prompt ? json(nullptr) : json(g.logprob));
+      top.push_back(first_of_prompt ? json(nullptr) : alternatives);
+      if (c.logprobs_sent < c.prompt_offsets.size()) {
+        offsets.push_back(c.prompt_offsets[c.logprobs_sent]);
+      } else {
+        offsets.push_back(c.text_chars);
+        c.text_chars += utf8_chars(c.offset_dec.push(g.token));
+      }
     }
   }
   if (chat) return {{"content", content}, {"refusal", nullptr}};

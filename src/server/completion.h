@@ -48,18 +48,23 @@ class CompletionRun {
 
  private:
   struct Choice {
-    Choice(const Tokenizer& tok, std::vector<std::string> stops) : dec(tok), stop(std::move(stops)) {}
+    Choice(const Tokenizer& tok, std::vector<std::string> stops) : dec(tok), offset_dec(tok), stop(std::move(stops)) {}
     int index = 0;
     size_t prompt = 0;
     std::shared_ptr<Request> req;  // null when nothing is to be generated (max_tokens 0)
     StreamDecoder dec;
+    StreamDecoder offset_dec;  // the text each generated token adds, for text_offset
     StopMatcher stop;
     size_t seen = 0;
     int64_t n_tokens = 0;
     std::string text;    // stream: not yet sent; otherwise: everything
-    std::vector<GeneratedLogprob> logprobs;  // every token's, when the job asks for them
+    // Every token's log-probabilities, when the job asks for them: the prompt's first (with
+    // echo; the first prompt token has none, a NaN), then the generated tokens'.
+    std::vector<GeneratedLogprob> logprobs;
     size_t logprobs_sent = 0;
-    int64_t text_chars = 0;  // characters before the next token (completions' text_offset)
+    bool prompt_scored = false;          // the prompt's entries are in `logprobs`
+    std::vector<int64_t> prompt_offsets;  // text_offset of each prompt token
+    int64_t text_chars = 0;  // characters of text before the next generated token (text_offset)
     std::string finish;  // "stop" / "length" when done; "error" with `error`
     std::string error;
     bool got_token = false, started = false, finish_sent = false;
@@ -69,6 +74,8 @@ class CompletionRun {
   void pump();  // moves new tokens of every choice into its text
   bool wait(const ResponseSink& sink, uint64_t& version);
   bool wants_logprobs() const { return job_.gen.top_logprobs >= 0; }
+  // Puts the prompt's log-probabilities in front of the choice's (once, when they are complete).
+  void add_prompt_logprobs(Choice& c) const;
   // The "logprobs" object of the choice's tokens not yet sent, in the endpoint's format.
   nlohmann::json take_logprobs(Choice& c) const;
   nlohmann::json chunk(const Choice& c, const std::string& text, bool finish,

@@ -329,24 +329,24 @@ std::vector<ChatMessage> parse_chat_messages(const json& messages) {
   return out;
 }
 
-// -1 when no log-probabilities are asked for, else how many alternatives per token.
-// Completions: "logprobs": 0..5 (alternatives per token). Chat: "logprobs": true, with
-// "top_logprobs": 0..20 alternatives.
-int parse_logprobs(const json& body, bool chat) {
+// Log-probabilities into g.top_logprobs (-1: none, else alternatives per token) and
+// g.prompt_logprobs. Completions: "logprobs": 0..5 alternatives per token, with "echo" for
+// the prompt's tokens too. Chat: "logprobs": true with "top_logprobs": 0..20.
+void parse_logprobs(const json& body, bool chat, GenerationParams& g) {
   if (!chat) {
     if (field(body, "top_logprobs"))
       throw ApiError(400, "'top_logprobs' is a chat parameter; completions take 'logprobs' (0 to 5).",
                      "top_logprobs", "invalid_value");
     const auto n = get_int(body, "logprobs", 0, 5);
-    if (n && get_bool(body, "echo").value_or(false))
-      throw unsupported("logprobs", "Log probabilities of the prompt ('logprobs' with 'echo')");
-    return n ? static_cast<int>(*n) : -1;
+    g.top_logprobs = n ? static_cast<int>(*n) : -1;
+    g.prompt_logprobs = n && get_bool(body, "echo").value_or(false);
+    return;
   }
   const bool on = get_bool(body, "logprobs").value_or(false);
   const auto top = get_int(body, "top_logprobs", 0, kMaxTopLogprobs);
   if (top && !on)
     throw invalid_value("top_logprobs", "'top_logprobs' is only allowed when 'logprobs' is true.");
-  return on ? static_cast<int>(top.value_or(0)) : -1;
+  g.top_logprobs = on ? static_cast<int>(top.value_or(0)) : -1;
 }
 
 CompletionJob parse_completion_request(const json& body, Endpoint ep, const ApiContext& ctx) {
@@ -376,7 +376,7 @@ CompletionJob parse_completion_request(const json& body, Endpoint ep, const ApiC
   job.stop = parse_stop(body);
 
   // Features this server does not have are refused, not silently ignored.
-  job.gen.top_logprobs = parse_logprobs(body, chat);
+  parse_logprobs(body, chat, job.gen);
   if (const json* t = field(body, "tools"); t && !(t->is_array() && t->empty()))
     throw unsupported("tools", "Tool calling ('tools')");
   if (const json* f = field(body, "functions"); f && !(f->is_array() && f->empty()))

@@ -70,6 +70,12 @@ def main():
     check("".join(lp.tokens) == c2.choices[0].text and len(lp.token_logprobs) == len(lp.tokens),
           f"completion logprobs {lp}")
 
+    c3 = client.completions.create(model=model, prompt="A fool and his money", max_tokens=0, echo=True, logprobs=1)
+    lp3 = c3.choices[0].logprobs
+    check(c3.choices[0].text == "A fool and his money" and lp3.token_logprobs[0] is None
+          and all(v < 0 for v in lp3.token_logprobs[1:]) and len(lp3.tokens) == c3.usage.prompt_tokens,
+          f"prompt log-probabilities {lp3}")
+
     r2 = client.chat.completions.create(model=model, messages=messages, max_tokens=6, n=2, seed=7, temperature=1.0)
     check([ch.index for ch in r2.choices] == [0, 1], "n=2 choices")
 

@@ -237,6 +237,50 @@ TEST_F(ServerHttp, LogprobsAreTheModelsAndAgreeWhenStreamed) {
     EXPECT_LE(t["top_logprobs"][1]["logprob"].get<double>(), t["logprob"].get<double>());
   }
   EXPECT_EQ(bytes, jc["choices"][0]["message"]["content"].get<std::string>());
+  // The prompt's own, with echo and max_tokens 0 (scoring a text): a Session's logits at
+  // position i - 1 score prompt token i; the first has nothing before it.
+  json score = {{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 1}};
+  const HttpReply rp = http_post(ep(), "/v1/completions", score.dump());
+  ASSERT_EQ(rp.status, 200) << rp.body;
+  const json jp = json::parse(rp.body);
+  EXPECT_EQ(jp["choices"][0]["text"], prompt);
+  EXPECT_EQ(jp["usage"]["completion_tokens"], 0);
+  const json& plp = jp["choices"][0]["logprobs"];
+  const Model& m = test::tiny_model();
+  const std::vector<int32_t> ids = m.tokenizer().encode(prompt, m.tokenizer().add_bos_default(), true);
+  ASSERT_EQ(plp["tokens"].size(), ids.size());
+  EXPECT_TRUE(plp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(plp["top_logprobs"][0].is_null());
+  ThreadPool pool(1);
+  Session sess(m, pool, 128);
+  sess.eval(ids, /*all_logits=*/true);
+  for (size_t i = 1; i < ids.size(); ++i) {
+    const float* row = sess.logits(static_cast<int64_t>(i - 1));
+    double sum = 0.0;
+    for (int64_t v = 0; v < m.hparams().n_vocab; ++v) sum += std::exp(static_cast<double>(row[v]) - row[ids[i]]);
+    EXPECT_NEAR(plp["token_logprobs"][i].get<double>(), -std::log(sum), 1e-4) << "prompt token " << i;
+    EXPECT_EQ(plp["top_logprobs"][i].size(), 1u);
+    // Offsets point into the echoed text: each later token's piece starts there.
+    if (i >= 2) {
+      const std::string piece = plp["tokens"][i];
+      EXPECT_EQ(prompt.compare(plp["text_offset"][i].get<size_t>(), piece.size(), piece), 0) << piece;
+    }
+  }
+  // Scored and continued: the prompt's entries, then the generated tokens' as before.
+  score["max_tokens"] = 6;
+  score["temperature"] = 0;
+  score["logprobs"] = 3;
+  const json jc2 = json::parse(http_post(ep(), "/v1/completions", score.dump()).body);
+  const json& both = jc2["choices"][0]["logprobs"];
+  ASSERT_EQ(both["tokens"].size(), ids.size() + 6);
+  for (size_t i = 0; i < 6; ++i) {
+    // Near, not equal: with every prompt row wanting logits the last layer runs a wider tile.
+    EXPECT_NEAR(both["token_logprobs"][ids.size() + i].get<double>(), lp["token_logprobs"][i].get<double>(), 1e-5);
+    EXPECT_EQ(both["tokens"][ids.size() + i], lp["tokens"][i]);
+    EXPECT_EQ(both["text_offset"][ids.size() + i].get<int64_t>(),
+              static_cast<int64_t>(prompt.size()) + lp["text_offset"][i].get<int64_t>());
+  }
+
   // Without the flag there are none.
   json plain = chat;
   plain.erase("logprobs");
@@ -307,7 +351,6 @@ TEST_F(ServerHttp, EveryBadInputGetsItsStatusAndNamesTheField) {
        "logit_bias"},
       {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "logprobs": 6})", 400, "logprobs"},
       {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "logprobs": true})", 400, "logprobs"},
-      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "logprobs": 1, "echo": true})", 400, "logprobs"},
       {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "top_logprobs": 1})", 400, "top_logprobs"},
       {"/v1/chat/completions", R"({"model": "tiny", "messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
        400, "top_logprobs"},

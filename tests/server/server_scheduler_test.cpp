@@ -58,6 +58,49 @@ TEST(ServerScheduler, RaggedBatchWithoutPadding) {
   EXPECT_EQ(plan.batch.positions[2], 7);
 }
 
+TEST(ServerScheduler, PromptScoringRowsAcrossChunksAndAfterAPrefixCopy) {
+  KvCache cache = small_cache(16, 4, 2);
+  Scheduler s({2, 4, -1, 1}, cache);  // prefix reuse on
+  s.enqueue(seq(10, 0));
+  StepPlan plan;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(s.schedule(plan));
+    EXPECT_TRUE(plan.prompt_rows.empty());
+  }
+  sample_all(plan);
+  // The same prompt, scored: nothing is copied from the running one (a copy has no logits),
+  // and positions 0..8 each give one logits row, in batch order, beside the sampling rows.
+  auto scored = seq(10, 1);
+  GenerationParams g;
+  g.max_tokens = 0;
+  g.top_logprobs = 0;
+  g.prompt_logprobs = true;
+  scored = std::make_unique<Sequence>(std::make_shared<Request>(scored->tokens, g), 1);
+  s.enqueue(std::move(scored));
+  std::vector<int64_t> positions;
+  for (int step = 0; step < 6 && positions.size() < 9; ++step) {
+    ASSERT_TRUE(s.schedule(plan));
+    EXPECT_EQ(plan.n_reused, 0);
+    int64_t logits_rows = 0;
+    for (int64_t t = 0; t < plan.batch.size(); ++t) logits_rows += plan.batch.want_logits[t];
+    EXPECT_EQ(logits_rows, static_cast<int64_t>(plan.rows.size() + plan.prompt_rows.size()));
+    EXPECT_EQ(plan.n_logits, logits_rows);
+    for (const auto& r : plan.prompt_rows) {
+      positions.push_back(r.pos);
+      // Its logits row is the want_logits row of its token.
+      int64_t row = 0, t = 0;
+      for (; t < plan.batch.size(); ++t) {
+        if (plan.batch.seq[t] == r.seq->slot && plan.batch.positions[t] == r.pos) break;
+        row += plan.batch.want_logits[t];
+      }
+      EXPECT_EQ(r.logits_row, row);
+    }
+    for (size_t i = 0; i < plan.rows.size(); ++i) EXPECT_LT(plan.row_logits[i], plan.n_logits);
+    for (Sequence* q : plan.rows) q->tokens.push_back(7);
+  }
+  EXPECT_EQ(positions, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
+}
+
 TEST(ServerScheduler, ChunkedPrefillUnderTokenBudget) {
   KvCache cache = small_cache(16, 4, 2);
   Scheduler s({2, 4, 0}, cache);
