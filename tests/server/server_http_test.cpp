@@ -6,7 +6,9 @@
 #include <atomic>
 #include <random>
 
+#include "runtime/perplexity.h"
 #include "runtime/session.h"
+#include "support/shared_data.h"
 #include "server_fixture.h"
 
 namespace sy {
@@ -480,6 +482,41 @@ TEST_F(ServerHttp, ClientThatHangsUpMidStreamFreesItsKvBlocks) {
   EXPECT_TRUE(srv_->wait_metric("switchyard_kv_blocks_used", 0));
   EXPECT_TRUE(srv_->wait_metric("switchyard_running_requests", 0));
   EXPECT_EQ(srv_->metric("switchyard_requests_finished_total{reason=\"cancelled\"}"), cancelled0 + 1);
+}
+
+// What an evaluation harness does through the API: score windows of the validation text
+// (echo + logprobs, max_tokens 0) and take llama-perplexity's half-window NLL. It must be
+// the perplexity tool's (which matches llama.cpp's recorded figure, tests/runtime).
+TEST(ServerScoring, PromptLogprobsGiveThePerplexityToolsFigure) {
+  EngineConfig ec;
+  ec.parallel = 4;
+  ec.ctx_size = 512;
+  ec.batch_tokens = 200;  // windows are prefilled in chunks beside each other
+  TestServer srv(ec);
+  const Model& m = test::tiny_model();
+  std::string text = test::read_text_file(test::shared_path("models/tiny-mixtral/valid.txt"));
+  const std::vector<int32_t> tokens = m.tokenizer().encode(text, true, false);
+  const int64_t n_ctx = 256, chunks = 4;
+  std::vector<double> nll(chunks, 0.0);
+  std::vector<std::thread> threads;
+  for (int64_t c = 0; c < chunks; ++c) {
+    threads.emplace_back([&, c] {
+      std::vector<int32_t> window(tokens.begin() + c * n_ctx, tokens.begin() + (c + 1) * n_ctx);
+      window[0] = m.tokenizer().bos_id();
+      const json body = {{"model", "tiny"}, {"prompt", window}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 0}};
+      const HttpReply r = http_post(srv.endpoint(), "/v1/completions", body.dump());
+      ASSERT_EQ(r.status, 200) << r.body;
+      const json lp = json::parse(r.body)["choices"][0]["logprobs"]["token_logprobs"];
+      ASSERT_EQ(lp.size(), static_cast<size_t>(n_ctx));
+      for (int64_t p = n_ctx / 2; p < n_ctx - 1; ++p) nll[c] -= lp[p + 1].get<double>();
+    });
+  }
+  for (auto& t : threads) t.join();
+  double sum = 0.0;
+  for (double v : nll) sum += v;
+  ThreadPool pool(2);
+  const PerplexityResult want = perplexity(m, tokens, n_ctx, pool, {}, chunks);
+  EXPECT_NEAR(sum / static_cast<double>(want.n_scored), want.nll, 1e-5 * want.nll);
 }
 
 TEST(ServerCancel, NonStreamingClientThatGivesUpIsNoticedToo) {
