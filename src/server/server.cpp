@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "server/completion.h"
+#include "server/tokenize_api.h"
 #include "server/openai.h"
 
 namespace sy {
@@ -36,9 +37,9 @@ void send_error(httplib::Response& res, const ApiError& e) {
 
 // The route a path belongs to, for metrics (bounded label values).
 std::string route_of(const std::string& path) {
-  static const char* known[] = {"/v1/completions",   "/v1/chat/completions", "/completions",
-                                "/chat/completions", "/v1/models",           "/health",
-                                "/metrics"};
+  static const char* known[] = {"/v1/completions", "/v1/chat/completions", "/completions", "/chat/completions",
+                                "/v1/models",      "/health",              "/metrics",     "/tokenize",
+                                "/detokenize"};
   for (const char* k : known) {
     if (path == k) return k;
   }
@@ -236,6 +237,23 @@ void Server::routes() {
                                  cfg_.model_id + "'.",
                              "model", "model_not_found"));
   });
+
+  // Tokenizer endpoints (server/tokenize_api.h).
+  auto tokenizer_endpoint = [this](bool decode) {
+    return [this, decode](const httplib::Request& req, httplib::Response& res) {
+      const Tokenizer& tok = engine_.model().tokenizer();
+      try {
+        const json body = parse_json_body(req.body);
+        send_json(res, 200,
+                  decode ? detokenize_response(body, tok, cfg_.model_id)
+                         : tokenize_response(body, tok, cfg_.model_id, engine_.config().ctx_size));
+      } catch (const ApiError& e) {
+        send_error(res, e);
+      }
+    };
+  };
+  s.Post("/tokenize", tokenizer_endpoint(false));
+  s.Post("/detokenize", tokenizer_endpoint(true));
 
   auto completion = [this](Endpoint ep) {
     return [this, ep](const httplib::Request& req, httplib::Response& res) {

@@ -381,6 +381,13 @@ TEST_F(ServerHttp, EveryBadInputGetsItsStatusAndNamesTheField) {
        400, "max_completion_tokens"},
       {"/v1/completions", json{{"model", "tiny"}, {"prompt", std::string(100 << 10, 'a')}}.dump(), 413, ""},
       {"/v1/nothing", "{}", 404, ""},
+      {"/tokenize", R"({"prompt": 5})", 400, "prompt"},
+      {"/tokenize", R"({})", 400, "prompt"},
+      {"/tokenize", R"({"prompt": "hi", "model": "other"})", 404, "model"},
+      {"/tokenize", R"({"content": "hi", "add_special": "yes"})", 400, "add_special"},
+      {"/detokenize", R"({"tokens": [1, 99999]})", 400, "tokens"},
+      {"/detokenize", R"({"tokens": [1, "x"]})", 400, "tokens[1]"},
+      {"/detokenize", R"({"tokens": "1 2"})", 400, "tokens"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.path + " " + c.body.substr(0, 120));
@@ -408,6 +415,29 @@ TEST_F(ServerHttp, EveryBadInputGetsItsStatusAndNamesTheField) {
       http_post(ep(), "/v1/completions", R"({"model": "tiny", "prompt": "hi", "max_tokens": 1000})");
   EXPECT_NE(json::parse(big.body)["error"]["message"].get<std::string>().find("128"), std::string::npos);
   EXPECT_EQ(json::parse(big.body)["error"]["code"], "context_length_exceeded");
+}
+
+TEST_F(ServerHttp, TokenizeAndDetokenizeWithTheModelsTokenizer) {
+  const Tokenizer& tok = test::tiny_model().tokenizer();
+  const std::string text = "A fool and his money <s>";
+  // vLLM's shape: special tokens added by default; text that spells one becomes it.
+  json r = json::parse(http_post(ep(), "/tokenize", json{{"model", "tiny"}, {"prompt", text}}.dump()).body);
+  const std::vector<int32_t> want = tok.encode(text, true, true);
+  EXPECT_EQ(r["tokens"].get<std::vector<int32_t>>(), want);
+  EXPECT_EQ(r["tokens"].back(), tok.bos_id());
+  EXPECT_EQ(r["count"], want.size());
+  EXPECT_EQ(r["max_model_len"], 128);
+  // llama.cpp's shape: none added by default; pieces on request.
+  r = json::parse(http_post(ep(), "/tokenize", json{{"content", text}, {"with_pieces", true}}.dump()).body);
+  ASSERT_EQ(r["tokens"].size(), want.size() - 1);
+  EXPECT_EQ(r["tokens"][0]["id"], want[1]);
+  EXPECT_EQ(r["tokens"][0]["piece"], tok.token_to_piece(want[1]));
+  // And back.
+  r = json::parse(http_post(ep(), "/detokenize", json{{"tokens", want}}.dump()).body);
+  EXPECT_EQ(r["prompt"], tok.decode(want));
+  EXPECT_EQ(r["content"], r["prompt"]);
+  EXPECT_NE(r["prompt"].get<std::string>().find("A fool and his money"), std::string::npos);
+  EXPECT_EQ(r["prompt"].get<std::string>().find("<s>"), std::string::npos);  // control tokens add no text
 }
 
 TEST_F(ServerHttp, ModelsHealthAndMetrics) {
