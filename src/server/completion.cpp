@@ -99,7 +99,12 @@ void CompletionRun::pump() {
       c.got_token = true;
       c.n_tokens++;
       used++;
-      c.text += c.stop.push(c.dec.push(t));
+      const std::string added = c.dec.push(t);
+      if (wants_logprobs()) {
+        c.offsets.push_back(c.text_chars);
+        c.text_chars += utf8_chars(added);
+      }
+      c.text += c.stop.push(added);
       if (c.stop.stopped()) {
         c.finish = "stop";
         c.req->cancel();  // the engine drops it at its next step
@@ -108,6 +113,7 @@ void CompletionRun::pump() {
     }
     // Tokens after a stop string are not part of the answer, nor are their log-probabilities.
     if (c.logprobs.size() > logprobs_before + used) c.logprobs.resize(logprobs_before + used);
+    if (c.offsets.size() > c.logprobs.size()) c.offsets.resize(c.logprobs.size());
     if (job_.gen.prompt_logprobs && !c.prompt_scored && (u.n_tokens > 0 || u.finish != FinishReason::None))
       add_prompt_logprobs(c);
     if (!c.finish.empty() || u.finish == FinishReason::None) continue;
@@ -160,13 +166,15 @@ void CompletionRun::add_prompt_logprobs(Choice& c) const {
   // Where each prompt token starts in the echoed text: from decoding each prefix, shifted by
   // what the echo differs in at its start (a string prompt is echoed as given; decoding
   // after BOS keeps SPM's leading space).
+  const int64_t shift = utf8_chars(tok_.decode(prompt)) - utf8_chars(job_.echo_text[c.prompt]);
+  std::vector<int64_t> offsets;
   std::vector<int32_t> prefix;
   for (int32_t t : prompt) {
-    c.prompt_offsets.push_back(utf8_chars(tok_.decode(prefix)));
+    offsets.push_back(std::max<int64_t>(0, utf8_chars(tok_.decode(prefix)) - shift));
     prefix.push_back(t);
   }
-  const int64_t shift = utf8_chars(tok_.decode(prompt)) - utf8_chars(job_.echo_text[c.prompt]);
-  for (int64_t& o : c.prompt_offsets) o = std::max<int64_t>(0, o - shift);
+  offsets.insert(offsets.end(), c.offsets.begin(), c.offsets.end());
+  c.offsets = std::move(offsets);
 }
 
 json CompletionRun::take_logprobs(Choice& c) const {
@@ -191,12 +199,7 @@ json CompletionRun::take_logprobs(Choice& c) const {
       tokens.push_back(piece);
       token_logprobs.push_back(first_of_prompt ? json(nullptr) : json(g.logprob));
       top.push_back(first_of_prompt ? json(nullptr) : alternatives);
-      if (c.logprobs_sent < c.prompt_offsets.size()) {
-        offsets.push_back(c.prompt_offsets[c.logprobs_sent]);
-      } else {
-        offsets.push_back(c.text_chars);
-        c.text_chars += utf8_chars(c.offset_dec.push(g.token));
-      }
+      offsets.push_back(c.offsets[c.logprobs_sent]);
     }
   }
   if (chat) return {{"content", content}, {"refusal", nullptr}};

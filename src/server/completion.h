@@ -48,12 +48,11 @@ class CompletionRun {
 
  private:
   struct Choice {
-    Choice(const Tokenizer& tok, std::vector<std::string> stops) : dec(tok), offset_dec(tok), stop(std::move(stops)) {}
+    Choice(const Tokenizer& tok, std::vector<std::string> stops) : dec(tok), stop(std::move(stops)) {}
     int index = 0;
     size_t prompt = 0;
     std::shared_ptr<Request> req;  // null when nothing is to be generated (max_tokens 0)
     StreamDecoder dec;
-    StreamDecoder offset_dec;  // the text each generated token adds, for text_offset
     StopMatcher stop;
     size_t seen = 0;
     int64_t n_tokens = 0;
@@ -61,10 +60,10 @@ class CompletionRun {
     // Every token's log-probabilities, when the job asks for them: the prompt's first (with
     // echo; the first prompt token has none, a NaN), then the generated tokens'.
     std::vector<GeneratedLogprob> logprobs;
+    std::vector<int64_t> offsets;  // where each of those tokens starts in the text, in characters
     size_t logprobs_sent = 0;
-    bool prompt_scored = false;          // the prompt's entries are in `logprobs`
-    std::vector<int64_t> prompt_offsets;  // text_offset of each prompt token
-    int64_t text_chars = 0;  // characters of text before the next generated token (text_offset)
+    bool prompt_scored = false;  // the prompt's entries are in `logprobs`
+    int64_t text_chars = 0;      // characters of text before the next generated token
     std::string finish;  // "stop" / "length" when done; "error" with `error`
     std::string error;
     bool got_token = false, started = false, finish_sent = false;

@@ -40,6 +40,11 @@ ApiError unsupported(const std::string& field, const std::string& what) {
   return ApiError(400, what + " is not supported by this server.", field, "unsupported_parameter");
 }
 
+ApiError model_not_found(const std::string& asked, const std::string& served) {
+  return ApiError(404, "The model '" + asked + "' does not exist; this server serves '" + served + "'.", "model",
+                  "model_not_found");
+}
+
 // The value of `key`, or nullptr when it is absent or null (OpenAI treats null as unset).
 const json* field(const json& body, const char* key) {
   auto it = body.find(key);
@@ -107,6 +112,16 @@ std::vector<int32_t> token_array(const json& a, const std::string& fieldname, in
     out.push_back(static_cast<int32_t>(id));
   }
   return out;
+}
+
+void check_model(const json& body, const std::string& served, bool required) {
+  const json* m = field(body, "model");
+  if (!m) {
+    if (required) throw ApiError(400, "Missing required parameter: 'model'.", "model", "missing_required_parameter");
+    return;
+  }
+  if (!m->is_string()) throw invalid_type("model", "a string", *m);
+  if (m->get<std::string>() != served) throw model_not_found(m->get<std::string>(), served);
 }
 
 }  // namespace sy

@@ -18,6 +18,11 @@ std::string format_number(double v);           // without trailing zeros
 ApiError invalid_type(const std::string& field, const std::string& expected, const nlohmann::json& v);
 ApiError invalid_value(const std::string& field, const std::string& what);
 ApiError unsupported(const std::string& field, const std::string& what);
+ApiError model_not_found(const std::string& asked, const std::string& served);  // 404
+
+// "model" must name the served model: 404 otherwise; 400 when it is not a string, or when
+// `required` and it is missing.
+void check_model(const nlohmann::json& body, const std::string& served, bool required);
 
 // The value of `key`, or nullptr when it is absent or null.
 const nlohmann::json* field(const nlohmann::json& body, const char* key);

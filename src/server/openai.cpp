@@ -255,16 +255,7 @@ void parse_logprobs(const json& body, bool chat, GenerationParams& g) {
 CompletionJob parse_completion_request(const json& body, Endpoint ep, const ApiContext& ctx) {
   CompletionJob job;
   job.endpoint = ep;
-  const json* model = field(body, "model");
-  if (!model)
-    throw ApiError(400, "Missing required parameter: 'model'.", "model", "missing_required_parameter");
-  if (!model->is_string()) throw invalid_type("model", "a string", *model);
-  if (model->get<std::string>() != ctx.model_id) {
-    throw ApiError(404,
-                   "The model '" + model->get<std::string>() + "' does not exist; this server serves '" +
-                       ctx.model_id + "'.",
-                   "model", "model_not_found");
-  }
+  check_model(body, ctx.model_id, /*required=*/true);
   const bool chat = ep == Endpoint::Chat;
   job.n = static_cast<int>(get_int(body, "n", 1, 128).value_or(1));
   job.stream = get_bool(body, "stream").value_or(false);

@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "server/completion.h"
+#include "server/json_fields.h"
 #include "server/tokenize_api.h"
 #include "server/openai.h"
 
@@ -232,10 +233,7 @@ void Server::routes() {
   });
   s.Get(R"(/v1/models/(.+))", [this, model_json](const httplib::Request& req, httplib::Response& res) {
     if (req.matches[1] == cfg_.model_id) return send_json(res, 200, model_json());
-    send_error(res, ApiError(404,
-                             "The model '" + req.matches[1].str() + "' does not exist; this server serves '" +
-                                 cfg_.model_id + "'.",
-                             "model", "model_not_found"));
+    send_error(res, model_not_found(req.matches[1].str(), cfg_.model_id));
   });
 
   // Tokenizer endpoints (server/tokenize_api.h).

@@ -6,23 +6,8 @@ namespace sy {
 
 using json = nlohmann::json;
 
-namespace {
-
-void check_model(const json& body, const std::string& model_id) {
-  const json* m = field(body, "model");
-  if (!m) return;  // optional here
-  if (!m->is_string()) throw invalid_type("model", "a string", *m);
-  if (m->get<std::string>() != model_id) {
-    throw ApiError(404,
-                   "The model '" + m->get<std::string>() + "' does not exist; this server serves '" + model_id + "'.",
-                   "model", "model_not_found");
-  }
-}
-
-}  // namespace
-
 json tokenize_response(const json& body, const Tokenizer& tok, const std::string& model_id, int64_t ctx_size) {
-  check_model(body, model_id);
+  check_model(body, model_id, /*required=*/false);
   const bool llama_style = field(body, "prompt") == nullptr && field(body, "content") != nullptr;
   const char* key = llama_style ? "content" : "prompt";
   const json* text = field(body, key);
@@ -41,7 +26,7 @@ json tokenize_response(const json& body, const Tokenizer& tok, const std::string
 }
 
 json detokenize_response(const json& body, const Tokenizer& tok, const std::string& model_id) {
-  check_model(body, model_id);
+  check_model(body, model_id, /*required=*/false);
   const json* t = field(body, "tokens");
   if (!t) throw ApiError(400, "Missing required parameter: 'tokens'.", "tokens", "missing_required_parameter");
   if (!t->is_array()) throw invalid_type("tokens", "an array of token ids", *t);
