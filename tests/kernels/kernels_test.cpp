@@ -576,7 +576,7 @@ TEST(KernelsPacked, MatchGgufLayoutDots) {
         PackedActivations acts;
         acts.quantize(x.data(), n, cols, cols);
         std::vector<BlockQ8_0> xq(cols / kQBlock);
-        for (const PackedKernels* k : {&packed_kernels_scalar(), &packed_kernels()}) {
+        for (const PackedKernels* k : packed_kernels_all()) {
           std::vector<float> y(n * rows, -1.0f);
           (t == DType::Q4_0 ? k->q4_0 : k->q8_0)(packed.data(), rb, cols, 0, rows, acts, y.data(), rows);
           for (int64_t i = 0; i < n; ++i) {
@@ -609,21 +609,24 @@ TEST(KernelsPacked, ManyTokensMatchScalar) {
     const auto x = random_vec(n * cols, 62);
     PackedActivations acts;
     acts.quantize(x.data(), n, cols, cols);
-    std::vector<float> want(n * rows), got(n * rows, -1.0f);
+    std::vector<float> want(n * rows);
     const PackedKernels& ref = packed_kernels_scalar();
-    const PackedKernels& fast = packed_kernels();
     (t == DType::Q4_0 ? ref.q4_0 : ref.q8_0)(packed.data(), rb, cols, 0, rows, acts, want.data(), rows);
-    (t == DType::Q4_0 ? fast.q4_0 : fast.q8_0)(packed.data(), rb, cols, 0, rows, acts, got.data(), rows);
-    for (int64_t i = 0; i < n * rows; ++i) {
-      EXPECT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << fast.isa << " " << dtype_name(t) << " token " << i / rows;
+    for (const PackedKernels* k : packed_kernels_all()) {
+      const PackedKernels& fast = *k;
+      std::vector<float> got(n * rows, -1.0f);
+      (t == DType::Q4_0 ? fast.q4_0 : fast.q8_0)(packed.data(), rb, cols, 0, rows, acts, got.data(), rows);
+      for (int64_t i = 0; i < n * rows; ++i) {
+        EXPECT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << fast.isa << " " << dtype_name(t) << " token " << i / rows;
+      }
+      // A token's results do not depend on the batch around it (the server relies on it):
+      // token 77 alone, through the one-token path, gives the same bits.
+      PackedActivations one;
+      one.quantize(x.data() + 77 * cols, 1, cols, cols);
+      std::vector<float> alone(rows);
+      (t == DType::Q4_0 ? fast.q4_0 : fast.q8_0)(packed.data(), rb, cols, 0, rows, one, alone.data(), rows);
+      for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(alone[r], got[77 * rows + r]) << fast.isa << " " << dtype_name(t) << " row " << r;
     }
-    // A token's results do not depend on the batch around it (the server relies on it):
-    // token 77 alone, through the one-token path, gives the same bits.
-    PackedActivations one;
-    one.quantize(x.data() + 77 * cols, 1, cols, cols);
-    std::vector<float> alone(rows);
-    (t == DType::Q4_0 ? fast.q4_0 : fast.q8_0)(packed.data(), rb, cols, 0, rows, one, alone.data(), rows);
-    for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(alone[r], got[77 * rows + r]) << fast.isa << " " << dtype_name(t) << " row " << r;
   }
 }
 
@@ -643,7 +646,7 @@ TEST(KernelsPacked, TwoMatricesMatchOneAtATime) {
       const auto x = random_vec(n * cols, 50 + n);
       PackedActivations acts;
       acts.quantize(x.data(), n, cols, cols);
-      for (const PackedKernels* k : {&packed_kernels_scalar(), &packed_kernels()}) {
+      for (const PackedKernels* k : packed_kernels_all()) {
         const auto one = t == DType::Q4_0 ? k->q4_0 : k->q8_0;
         const auto two = t == DType::Q4_0 ? k->q4_0_two : k->q8_0_two;
         std::vector<float> a(n * rows), b(n * rows), ya(n * rows, -1.0f), yb(n * rows, -1.0f);
@@ -670,17 +673,21 @@ TEST(KernelsPacked, QuantizeGroupMatchesScalar) {
   for (int j = 0; j < kQBlock; ++j) x[5 * kQBlock + j] = 0.5f * (j % 9) - 2.0f;  // block 5: exact halves
   x[5 * kQBlock] = 127.0f / 8;                                                  // scale 1/8: ties after scaling
   const PackedKernels& ref = packed_kernels_scalar();
-  const PackedKernels& fast = packed_kernels();
-  std::vector<int8_t> q1(512), q2(512);
-  std::vector<float> d1(8), d2(8);
-  std::vector<int32_t> s1(8), s2(8);
+  std::vector<int8_t> q1(512);
+  std::vector<float> d1(8);
+  std::vector<int32_t> s1(8);
   ref.quantize_group(x.data(), q1.data(), d1.data(), s1.data());
-  fast.quantize_group(x.data(), q2.data(), d2.data(), s2.data());
-  for (int m = 0; m < 8; ++m)
-    for (int i = 0; i < 32; ++i) EXPECT_EQ(q1[64 * m + i], q2[64 * m + i]) << fast.isa << " m=" << m << " i=" << i;
-  EXPECT_EQ(d1, d2) << fast.isa;
-  EXPECT_EQ(s1, s2) << fast.isa;
   EXPECT_EQ(d1[2], 0.0f);
+  for (const PackedKernels* k : packed_kernels_all()) {
+    std::vector<int8_t> q2(512);
+    std::vector<float> d2(8);
+    std::vector<int32_t> s2(8);
+    k->quantize_group(x.data(), q2.data(), d2.data(), s2.data());
+    for (int m = 0; m < 8; ++m)
+      for (int i = 0; i < 32; ++i) EXPECT_EQ(q1[64 * m + i], q2[64 * m + i]) << k->isa << " m=" << m << " i=" << i;
+    EXPECT_EQ(d1, d2) << k->isa;
+    EXPECT_EQ(s1, s2) << k->isa;
+  }
 }
 
 // The dispatched packing gives the scalar one's bytes, in place (as the expert store packs
@@ -693,11 +700,12 @@ TEST(KernelsPacked, PackingMatchesScalar) {
       const auto gguf = encode(t, random_vec(rows * cols, 41 + cols), rows, cols);
       const int64_t pairs = packed_groups(cols) / 2;
       std::vector<uint8_t> want(gguf), got(gguf), moved(gguf.size(), 0xAB);
-      for (int64_t r = 0; r < rows; ++r) {
-        packed_kernels_scalar().pack_pairs(t, gguf.data() + r * rb, want.data() + r * rb, pairs);
-        packed_kernels().pack_pairs(t, got.data() + r * rb, got.data() + r * rb, pairs);
+      for (int64_t r = 0; r < rows; ++r) packed_kernels_scalar().pack_pairs(t, gguf.data() + r * rb, want.data() + r * rb, pairs);
+      for (const PackedKernels* k : packed_kernels_all()) {
+        got = gguf;
+        for (int64_t r = 0; r < rows; ++r) k->pack_pairs(t, got.data() + r * rb, got.data() + r * rb, pairs);
+        EXPECT_EQ(got, want) << k->isa << " " << dtype_name(t) << " cols=" << cols;
       }
-      EXPECT_EQ(got, want) << packed_kernels().isa << " " << dtype_name(t) << " cols=" << cols;
       // The whole row, odd group and tail included, packs the same in place and moved.
       got = gguf;
       for (int64_t r = 0; r < rows; ++r) {

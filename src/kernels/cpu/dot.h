@@ -94,8 +94,8 @@ struct DotKernels {
 };
 
 // Best kernels for this CPU, chosen once; SY_ISA=scalar in the environment forces the
-// portable reference kernels (here and for the packed kernels), SY_ISA=avx2 keeps these
-// dots at AVX2 (A/B runs against the AVX-512 ones).
+// portable reference kernels (here and for the packed kernels), SY_ISA=avx2 keeps both
+// at AVX2 (A/B runs against the AVX-512 ones, and what an AVX2-only CPU runs).
 const DotKernels& dot_kernels();
 const DotKernels& dot_kernels_scalar();
 // nullptr when the CPU lacks AVX2/FMA/F16C.
@@ -105,6 +105,8 @@ const DotKernels* dot_kernels_avx2();
 const DotKernels* dot_kernels_avx512();
 // True when SY_ISA=scalar asks for the portable kernels everywhere.
 bool isa_forced_scalar();
+// True when SY_ISA=avx2 asks for the AVX2 kernels where AVX-512 ones exist.
+bool isa_forced_avx2();
 
 // True when weights of this type take Q8_0 activations.
 inline bool takes_q8_activations(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }

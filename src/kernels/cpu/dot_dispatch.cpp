@@ -14,11 +14,12 @@ bool isa_is(const char* name) {
 }  // namespace
 
 bool isa_forced_scalar() { return isa_is("scalar"); }
+bool isa_forced_avx2() { return isa_is("avx2"); }
 
 const DotKernels& dot_kernels() {
   static const DotKernels& chosen = []() -> const DotKernels& {
     if (isa_forced_scalar()) return dot_kernels_scalar();
-    if (!isa_is("avx2")) {
+    if (!isa_forced_avx2()) {
       if (const DotKernels* k = dot_kernels_avx512()) return *k;
     }
     if (const DotKernels* k = dot_kernels_avx2()) return *k;

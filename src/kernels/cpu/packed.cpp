@@ -182,10 +182,20 @@ const PackedKernels& packed_kernels_scalar() {
 const PackedKernels& packed_kernels() {
   static const PackedKernels& chosen = []() -> const PackedKernels& {
     if (isa_forced_scalar()) return packed_kernels_scalar();
-    if (const PackedKernels* k = packed_kernels_avx512vnni()) return *k;
+    if (!isa_forced_avx2()) {
+      if (const PackedKernels* k = packed_kernels_avx512vnni()) return *k;
+    }
+    if (const PackedKernels* k = packed_kernels_avx2()) return *k;
     return packed_kernels_scalar();
   }();
   return chosen;
+}
+
+std::vector<const PackedKernels*> packed_kernels_all() {
+  std::vector<const PackedKernels*> all{&packed_kernels_scalar()};
+  for (const PackedKernels* k : {packed_kernels_avx2(), packed_kernels_avx512vnni()})
+    if (k) all.push_back(k);
+  return all;
 }
 
 }  // namespace sy::cpu

@@ -39,7 +39,7 @@ constexpr int64_t kGroupValues = kGroupBlocks * kQBlock;  // 256
 
 inline bool packable(DType t) { return t == DType::Q4_0 || t == DType::Q8_0; }
 inline int64_t packed_groups(int64_t n_values) { return n_values / kGroupValues; }
-inline int64_t packed_group_bytes(DType t) { return t == DType::Q4_0 ? 144 : 272; }
+__attribute__((always_inline)) inline int64_t packed_group_bytes(DType t) { return t == DType::Q4_0 ? 144 : 272; }
 
 // Where group g of a packed row keeps its scales and its quant vector m (Byte: uint8_t to
 // write the row, const uint8_t to read it).
@@ -52,8 +52,10 @@ struct PackedGroupIn {
 };
 using PackedGroup = PackedGroupIn<const uint8_t>;
 
+// Always inlined: as a call from a kernel's loop, it costs each group a spill of every
+// vector accumulator (no vector register survives a call).
 template <class Byte>
-PackedGroupIn<Byte> packed_group(DType t, Byte* row, int64_t groups, int64_t g) {
+__attribute__((always_inline)) inline PackedGroupIn<Byte> packed_group(DType t, Byte* row, int64_t groups, int64_t g) {
   const int64_t gb = packed_group_bytes(t);
   if (g + 1 == groups && groups % 2 == 1) return {row + g * gb, row + g * gb + 16, 32};  // the odd last group
   Byte* pair = row + (g & ~int64_t{1}) * gb;
@@ -115,8 +117,13 @@ struct PackedKernels {
   void (*pack_pairs)(DType t, const uint8_t* src, uint8_t* dst, int64_t pairs);
 };
 
-const PackedKernels& packed_kernels();          // best for this CPU
-const PackedKernels& packed_kernels_scalar();   // reference
+// Best for this CPU: AVX-512 VNNI, else AVX2, else scalar (SY_ISA=scalar or avx2 caps it,
+// as for the dots).
+const PackedKernels& packed_kernels();
+const PackedKernels& packed_kernels_scalar();      // reference
+const PackedKernels* packed_kernels_avx2();        // nullptr without AVX2, FMA and F16C
 const PackedKernels* packed_kernels_avx512vnni();  // nullptr without AVX-512 VNNI
+// Every table this CPU runs, scalar first (tests compare each against the reference).
+std::vector<const PackedKernels*> packed_kernels_all();
 
 }  // namespace sy::cpu

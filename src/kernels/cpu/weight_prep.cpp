@@ -8,7 +8,7 @@ namespace sy::cpu {
 
 bool packing_enabled() {
   static const bool enabled = [] {
-    return !isa_forced_scalar() && packed_kernels_avx512vnni() != nullptr;
+    return &packed_kernels() != &packed_kernels_scalar();
   }();
   return enabled;
 }

@@ -9,8 +9,8 @@
 
 namespace sy::cpu {
 
-// True when Q4_0 / Q8_0 weights should be packed (AVX-512 VNNI present and SY_ISA is not
-// "scalar").
+// True when Q4_0 / Q8_0 weights should be packed (integer kernels for the packed layout
+// on this CPU, AVX-512 VNNI or AVX2, and SY_ISA is not "scalar").
 bool packing_enabled();
 
 // The matrix to compute with: `w` itself, or a packed copy in `arena`.

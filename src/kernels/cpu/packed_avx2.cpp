@@ -1,0 +1,263 @@
+// Packed Q4_0 / Q8_0 kernels on AVX2 (CPUs without AVX-512 VNNI, such as Zen 3). A group's
+// 8 blocks fill the 8 lanes of one 256-bit vector (packed.h), and the u8 x s8 dot product
+// that VNNI does in one instruction takes two: vpmaddubsw (pairs of bytes to int16) and
+// vpmaddwd by ones (pairs of int16 to the lane's int32). One weight row at a time is
+// unpacked into registers and reused for up to 4 activation rows.
+#include "kernels/cpu/packed.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/dot.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define SY_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace sy::cpu {
+namespace {
+
+SY_AVX2 __attribute__((always_inline)) inline __m256i load256(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+SY_AVX2 inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// An empty asm that takes and gives back v in a register: the integer sums stay chains
+// in registers. Without it GCC reassociates them into trees over all of a group's
+// products, which hold 8 x NT vectors and spill to the stack.
+SY_AVX2 __attribute__((always_inline)) inline void keep_in_register(__m256i& v) { asm("" : "+x"(v)); }
+
+// One weight row (`row`, its results at out[t * ldy]) against activation rows
+// [t0, t0 + NT). Per group, lane i of the int32 sums is block i's integer dot product:
+//   Q4_0: nibbles u in 0..15 (value u - 8) times x; the int16 pair sums of all 8 vectors
+//         add up without overflow (8 x 2 x 15 x 127 < 2^15), so one vpmaddwd per group
+//         and token; the offset comes off as 8 x sum(x).
+//   Q8_0: the +128 bias is undone (XOR), and vpmaddubsw takes |w| with x carrying w's
+//         sign; pair sums reach 2 x 128 x 127, so each vector gets its own vpmaddwd.
+// Then acc[t] += (d_w * d_x) * sum, lane by lane, and the lanes are summed once at the end:
+// every token's result is formed the same way whatever NT is.
+template <DType T, int NT>
+SY_AVX2 void row_dot(const uint8_t* row, int64_t cols, const PackedActivations& x, int64_t t0, float* out,
+                     int64_t ldy, bool prefetch) {
+  // The first token tile over a row reads it from memory: prefetching 4 KiB ahead took the
+  // one-token stream from ~0.75 of the read bandwidth to ~0.95 (Zen 3, BM_Matmul against
+  // BM_StreamRead, same process; 8 KiB was no better, the hardware prefetchers alone
+  // fall behind).
+  constexpr int64_t kAhead = 4096;
+  const int64_t groups = packed_groups(cols);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[NT];
+#pragma GCC unroll 4
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < groups; ++g) {
+    const PackedGroup grp = packed_group(T, row, groups, g);
+    if (prefetch) {
+      const uint8_t* p = row + g * packed_group_bytes(T) + kAhead;
+      for (int64_t off = 0; off < packed_group_bytes(T); off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p + packed_group_bytes(T) - 1), _MM_HINT_T0);
+    }
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(grp.scales)));
+    __m256i sum[NT];
+    if constexpr (T == DType::Q4_0) {
+      const __m256i low4 = _mm256_set1_epi8(0x0f);
+      __m256i p[NT];
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; ++t) p[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int m = 0; m < 4; ++m) {
+        const __m256i v = load256(grp.vector(m));
+        const __m256i lo = _mm256_and_si256(v, low4);                         // values 4m..4m+3
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);  // values 16+4m..
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; ++t) {
+          const int8_t* xq = x.group(t0 + t, g);
+          p[t] = _mm256_add_epi16(p[t], _mm256_add_epi16(_mm256_maddubs_epi16(lo, load256(xq + 64 * m)),
+                                                         _mm256_maddubs_epi16(hi, load256(xq + 64 * (m + 4)))));
+          keep_in_register(p[t]);
+        }
+      }
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; ++t) {
+        const __m256i xs = load256(x.sum(t0 + t) + g * kGroupBlocks);
+        sum[t] = _mm256_sub_epi32(_mm256_madd_epi16(p[t], ones), _mm256_slli_epi32(xs, 3));
+      }
+    } else {
+      const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; ++t) sum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int m = 0; m < 8; ++m) {
+        const __m256i w = _mm256_xor_si256(load256(grp.vector(m)), bias);
+        const __m256i aw = _mm256_sign_epi8(w, w);
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; ++t) {
+          const __m256i sx = _mm256_sign_epi8(load256(x.group(t0 + t, g) + 64 * m), w);
+          sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones));
+          keep_in_register(sum[t]);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) {
+      const __m256 xd = _mm256_loadu_ps(x.d(t0 + t) + g * kGroupBlocks);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[t]), _mm256_mul_ps(dw, xd), acc[t]);
+    }
+  }
+  const int64_t tail = cols / kQBlock - groups * kGroupBlocks;
+  const uint8_t* tw = row + groups * packed_group_bytes(T);
+  for (int t = 0; t < NT; ++t) {
+    float v = hsum(acc[t]);
+    if (tail > 0) {
+      const DotKernels& k = dot_kernels();
+      v += T == DType::Q4_0 ? k.q4_0(reinterpret_cast<const BlockQ4_0*>(tw), x.tail(t0 + t), tail * kQBlock)
+                            : k.q8_0(reinterpret_cast<const BlockQ8_0*>(tw), x.tail(t0 + t), tail * kQBlock);
+    }
+    out[(t0 + t) * ldy] = v;
+  }
+}
+
+// Rows [r0, r1) of one or two matrices of one shape (wb, yb null for one) against the
+// activation rows [t0, t1): blocks of 16 rows, which stay in L1 while tiles of 4 tokens
+// go over them; the last tile takes the 1-3 tokens left.
+template <DType T>
+SY_AVX2 void matrices(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                      const PackedActivations& x, int64_t t0, int64_t t1, float* ya, float* yb, int64_t ldy) {
+  for (int64_t rb = r0; rb < r1; rb += 16) {
+    const int64_t re = std::min(r1, rb + 16);
+    for (int k = 0; k < (wb ? 2 : 1); ++k) {
+      const uint8_t* w = k == 0 ? wa : wb;
+      float* y = k == 0 ? ya : yb;
+      int64_t t = t0;
+      for (; t + 4 <= t1; t += 4)
+        for (int64_t r = rb; r < re; ++r) row_dot<T, 4>(w + r * row_bytes, cols, x, t, y + r, ldy, t == t0);
+      for (int64_t r = rb; r < re; ++r) {
+        switch (t1 - t) {
+          case 3: row_dot<T, 3>(w + r * row_bytes, cols, x, t, y + r, ldy, t == t0); break;
+          case 2: row_dot<T, 2>(w + r * row_bytes, cols, x, t, y + r, ldy, t == t0); break;
+          case 1: row_dot<T, 1>(w + r * row_bytes, cols, x, t, y + r, ldy, t == t0); break;
+          default: break;
+        }
+      }
+    }
+  }
+}
+
+// Token chunks of about 256 KiB of int8 activations, which stay in L2 beside the rows.
+template <DType T>
+SY_AVX2 void kernel_two(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                        const PackedActivations& x, float* ya, float* yb, int64_t ldy) {
+  const int64_t n = x.rows();
+  const int64_t chunk = std::max<int64_t>(16, (int64_t{256} << 10) / std::max<int64_t>(cols, 1));
+  for (int64_t t0 = 0; t0 < n; t0 += chunk) matrices<T>(wa, wb, row_bytes, cols, r0, r1, x, t0, std::min(n, t0 + chunk), ya, yb, ldy);
+}
+
+template <DType T>
+SY_AVX2 void kernel(const uint8_t* w, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                    const PackedActivations& x, float* y, int64_t ldy) {
+  kernel_two<T>(w, nullptr, row_bytes, cols, r0, r1, x, y, nullptr, ldy);
+}
+
+// quantize_row_q8_0 on 8 blocks, 8 values per vector: the same amax, scale and
+// round-half-to-even (cvtps2dq in the default rounding mode), so the quants are identical.
+SY_AVX2 void quantize_group(const float* x, int8_t* q, float* d, int32_t* s) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int i = 0; i < kGroupBlocks; ++i) {
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int j = 0; j < 4; ++j) {
+      v[j] = _mm256_loadu_ps(x + kQBlock * i + 8 * j);
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[j]));
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float am = _mm_cvtss_f32(m);
+    const float id = am != 0.0f ? 127.0f / am : 0.0f;
+    d[i] = _cvtsh_ss(_cvtss_sh(am / 127.0f, _MM_FROUND_TO_NEAREST_INT));
+    __m256i qi[4];
+    for (int j = 0; j < 4; ++j) qi[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], _mm256_set1_ps(id)));
+    const __m256i total = _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
+    __m128i st = _mm_add_epi32(_mm256_castsi256_si128(total), _mm256_extracti128_si256(total, 1));
+    st = _mm_add_epi32(st, _mm_shuffle_epi32(st, 0x4E));
+    st = _mm_add_epi32(st, _mm_shuffle_epi32(st, 0xB1));
+    s[i] = _mm_cvtsi128_si32(st);
+    // int32 -> int8 (|q| <= 127, no saturation), back in value order after the packs'
+    // per-lane interleave.
+    const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
+    alignas(32) uint32_t w[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(w),
+                       _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    for (int k = 0; k < 8; ++k) std::memcpy(q + 64 * k + 4 * i, &w[k], 4);
+  }
+}
+
+// The 8 blocks of a group (Block: BlockQ4_0 or BlockQ8_0) to the packed vectors, XOR-ing
+// the quants with `flip`: an 8 x Words transpose of 4-byte words. Lane k (128 bits) of
+// z[j] takes four words of block j + 4k; a 4 x 4 transpose inside the lanes leaves word m
+// of blocks 0..7 in lane order. Everything is loaded before the first store, so src may
+// be dst.
+template <class Block, int Words>
+SY_AVX2 void pack_group(const uint8_t* src, uint8_t* scales, uint8_t* q, int64_t stride, uint32_t flip) {
+  constexpr size_t kBlock = sizeof(Block);
+  uint16_t d[8];
+  for (int b = 0; b < 8; ++b) std::memcpy(&d[b], src + kBlock * b, 2);
+  __m256i r[Words];
+  for (int h = 0; h < Words / 4; ++h) {
+    auto words = [&](int b) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + kBlock * b + 2 + 16 * h)); };
+    __m256i z[4];
+    for (int j = 0; j < 4; ++j) z[j] = _mm256_inserti128_si256(_mm256_castsi128_si256(words(j)), words(j + 4), 1);
+    const __m256i t0 = _mm256_unpacklo_epi32(z[0], z[1]), t1 = _mm256_unpackhi_epi32(z[0], z[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(z[2], z[3]), t3 = _mm256_unpackhi_epi32(z[2], z[3]);
+    r[4 * h + 0] = _mm256_unpacklo_epi64(t0, t2);
+    r[4 * h + 1] = _mm256_unpackhi_epi64(t0, t2);
+    r[4 * h + 2] = _mm256_unpacklo_epi64(t1, t3);
+    r[4 * h + 3] = _mm256_unpackhi_epi64(t1, t3);
+  }
+  std::memcpy(scales, d, 16);
+  const __m256i f = _mm256_set1_epi32(static_cast<int>(flip));
+  for (int m = 0; m < Words; ++m) _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + m * stride), _mm256_xor_si256(r[m], f));
+}
+
+SY_AVX2 void pack_pairs(DType t, const uint8_t* src, uint8_t* dst, int64_t pairs) {
+  const int64_t gb = packed_group_bytes(t);
+  for (int64_t p = 0; p < pairs; ++p) {
+    // Both groups of the pair are read before either is written (src may be dst).
+    alignas(32) uint8_t tmp[2 * 272];
+    std::memcpy(tmp, src + 2 * p * gb, 2 * gb);
+    for (int64_t k = 0; k < 2; ++k) {
+      const PackedGroupIn<uint8_t> pg = packed_group(t, dst + 2 * p * gb, 2, k);
+      // Q8_0 quants biased to unsigned, as the scalar packing does.
+      if (t == DType::Q4_0) pack_group<BlockQ4_0, 4>(tmp + k * gb, pg.scales, pg.q, pg.stride, 0u);
+      else pack_group<BlockQ8_0, 8>(tmp + k * gb, pg.scales, pg.q, pg.stride, 0x80808080u);
+    }
+  }
+}
+
+}  // namespace
+
+const PackedKernels* packed_kernels_avx2() {
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c")) return nullptr;
+  static const PackedKernels k{"avx2",
+                               kernel<DType::Q4_0>,
+                               kernel<DType::Q8_0>,
+                               kernel_two<DType::Q4_0>,
+                               kernel_two<DType::Q8_0>,
+                               quantize_group,
+                               pack_pairs};
+  return &k;
+}
+
+}  // namespace sy::cpu
+
+#else
+namespace sy::cpu {
+const PackedKernels* packed_kernels_avx2() { return nullptr; }
+}  // namespace sy::cpu
+#endif
