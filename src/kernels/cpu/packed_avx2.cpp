@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/dot.h"
 
@@ -34,84 +35,122 @@ SY_AVX2 inline float hsum(__m256 v) {
 // products, which hold 8 x NT vectors and spill to the stack.
 SY_AVX2 __attribute__((always_inline)) inline void keep_in_register(__m256i& v) { asm("" : "+x"(v)); }
 
-// One weight row (`row`, its results at out[t * ldy]) against activation rows
-// [t0, t0 + NT). Per group, lane i of the int32 sums is block i's integer dot product:
+// One activation row's share of a group, as row_dot reads it: the 8 quant vectors
+// (vector m: values 4m..4m+3 of every block), the block sums times 8 (the Q4_0 offset) and
+// the block scales. A tile stores them group by group, the tile's tokens side by side, so
+// that the kernel walks one pointer with constant offsets: with PackedActivations'
+// addresses (a multiply per token and group) and the register pressure they add, the
+// loop ran ~50 instructions per token and group instead of ~25.
+struct TileSlot {
+  int8_t q[kGroupValues];
+  int32_t sum8[kGroupBlocks];
+  float d[kGroupBlocks];
+};
+
+// Activation rows [t0, t0 + nt) as tile slots: slot (g, t) at tile[g * nt + t].
+void fill_tile(const PackedActivations& x, int64_t t0, int nt, std::vector<TileSlot>& tile) {
+  const int64_t groups = x.groups();
+  if (tile.size() < static_cast<size_t>(groups * nt)) tile.resize(groups * nt);
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int t = 0; t < nt; ++t) {
+      TileSlot& slot = tile[g * nt + t];
+      const int8_t* q = x.group(t0 + t, g);
+      for (int m = 0; m < 8; ++m) std::memcpy(slot.q + 32 * m, q + 64 * m, 32);
+      const int32_t* s = x.sum(t0 + t) + g * kGroupBlocks;
+      for (int i = 0; i < kGroupBlocks; ++i) slot.sum8[i] = s[i] * 8;
+      std::memcpy(slot.d, x.d(t0 + t) + g * kGroupBlocks, sizeof slot.d);
+    }
+  }
+}
+
+// One group of one weight row (scales at `scales`, quant vector m at q + m * stride)
+// against NT tile slots, added to acc[t]. Lane i of the int32 sums is block i's integer
+// dot product:
 //   Q4_0: nibbles u in 0..15 (value u - 8) times x; the int16 pair sums of all 8 vectors
 //         add up without overflow (8 x 2 x 15 x 127 < 2^15), so one vpmaddwd per group
 //         and token; the offset comes off as 8 x sum(x).
 //   Q8_0: the +128 bias is undone (XOR), and vpmaddubsw takes |w| with x carrying w's
 //         sign; pair sums reach 2 x 128 x 127, so each vector gets its own vpmaddwd.
-// Then acc[t] += (d_w * d_x) * sum, lane by lane, and the lanes are summed once at the end:
-// every token's result is formed the same way whatever NT is.
+// Then acc[t] += (d_w * d_x) * sum, lane by lane.
 template <DType T, int NT>
-SY_AVX2 void row_dot(const uint8_t* row, int64_t cols, const PackedActivations& x, int64_t t0, float* out,
-                     int64_t ldy, bool prefetch) {
-  // The first token tile over a row reads it from memory: prefetching 4 KiB ahead took the
-  // one-token stream from ~0.75 of the read bandwidth to ~0.95 (Zen 3, BM_Matmul against
-  // BM_StreamRead, same process; 8 KiB was no better, the hardware prefetchers alone
-  // fall behind).
-  constexpr int64_t kAhead = 4096;
-  const int64_t groups = packed_groups(cols);
+SY_AVX2 __attribute__((always_inline)) inline void group_dot(const uint8_t* scales, const uint8_t* q, int64_t stride,
+                                                            const TileSlot* slot, __m256 acc[NT]) {
   const __m256i ones = _mm256_set1_epi16(1);
+  const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
+  __m256i sum[NT];
+  if constexpr (T == DType::Q4_0) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    __m256i p[NT];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) p[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; ++m) {
+      const __m256i v = load256(q + m * stride);
+      const __m256i lo = _mm256_and_si256(v, low4);                         // values 4m..4m+3
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);  // values 16+4m..
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; ++t) {
+        p[t] = _mm256_add_epi16(p[t], _mm256_add_epi16(_mm256_maddubs_epi16(lo, load256(slot[t].q + 32 * m)),
+                                                       _mm256_maddubs_epi16(hi, load256(slot[t].q + 32 * (m + 4)))));
+        keep_in_register(p[t]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) sum[t] = _mm256_sub_epi32(_mm256_madd_epi16(p[t], ones), load256(slot[t].sum8));
+  } else {
+    const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) sum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int m = 0; m < 8; ++m) {
+      const __m256i w = _mm256_xor_si256(load256(q + m * stride), bias);
+      const __m256i aw = _mm256_sign_epi8(w, w);
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; ++t) {
+        const __m256i sx = _mm256_sign_epi8(load256(slot[t].q + 32 * m), w);
+        sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones));
+        keep_in_register(sum[t]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < NT; ++t)
+    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[t]), _mm256_mul_ps(dw, _mm256_loadu_ps(slot[t].d)), acc[t]);
+}
+
+// Prefetches a group pair's bytes 4 KiB ahead. The first token tile over a row reads it
+// from memory: this took the one-token stream from ~0.75 of the read bandwidth to ~0.95
+// (Zen 3, BM_Matmul against BM_StreamRead, same process; 8 KiB was no better: the
+// hardware prefetchers alone fall behind).
+template <DType T>
+SY_AVX2 __attribute__((always_inline)) inline void prefetch_pair_ahead(const uint8_t* pair) {
+  constexpr int64_t kAhead = 4096, kBytes = 2 * (T == DType::Q4_0 ? 144 : 272);
+#pragma GCC unroll 9
+  for (int64_t off = 0; off < kBytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(pair + kAhead + off), _MM_HINT_T0);
+}
+
+// One weight row (its results at out[t * ldy]) against the NT activation rows of `tile`,
+// from activation row t0 (the tail blocks of rows whose length is no multiple of 256 come
+// from x). The lanes are summed once at the end: every token's result is formed the same
+// way whatever NT is.
+template <DType T, int NT>
+SY_AVX2 void row_dot(const uint8_t* row, int64_t cols, const TileSlot* tile, const PackedActivations& x, int64_t t0,
+                     float* out, int64_t ldy, bool prefetch) {
+  const int64_t groups = packed_groups(cols);
+  const int64_t gb = packed_group_bytes(T);
   __m256 acc[NT];
 #pragma GCC unroll 4
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-  for (int64_t g = 0; g < groups; ++g) {
-    const PackedGroup grp = packed_group(T, row, groups, g);
-    if (prefetch) {
-      const uint8_t* p = row + g * packed_group_bytes(T) + kAhead;
-      for (int64_t off = 0; off < packed_group_bytes(T); off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(p + packed_group_bytes(T) - 1), _MM_HINT_T0);
-    }
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(grp.scales)));
-    __m256i sum[NT];
-    if constexpr (T == DType::Q4_0) {
-      const __m256i low4 = _mm256_set1_epi8(0x0f);
-      __m256i p[NT];
-#pragma GCC unroll 4
-      for (int t = 0; t < NT; ++t) p[t] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-      for (int m = 0; m < 4; ++m) {
-        const __m256i v = load256(grp.vector(m));
-        const __m256i lo = _mm256_and_si256(v, low4);                         // values 4m..4m+3
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);  // values 16+4m..
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; ++t) {
-          const int8_t* xq = x.group(t0 + t, g);
-          p[t] = _mm256_add_epi16(p[t], _mm256_add_epi16(_mm256_maddubs_epi16(lo, load256(xq + 64 * m)),
-                                                         _mm256_maddubs_epi16(hi, load256(xq + 64 * (m + 4)))));
-          keep_in_register(p[t]);
-        }
-      }
-#pragma GCC unroll 4
-      for (int t = 0; t < NT; ++t) {
-        const __m256i xs = load256(x.sum(t0 + t) + g * kGroupBlocks);
-        sum[t] = _mm256_sub_epi32(_mm256_madd_epi16(p[t], ones), _mm256_slli_epi32(xs, 3));
-      }
-    } else {
-      const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
-#pragma GCC unroll 4
-      for (int t = 0; t < NT; ++t) sum[t] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-      for (int m = 0; m < 8; ++m) {
-        const __m256i w = _mm256_xor_si256(load256(grp.vector(m)), bias);
-        const __m256i aw = _mm256_sign_epi8(w, w);
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; ++t) {
-          const __m256i sx = _mm256_sign_epi8(load256(x.group(t0 + t, g) + 64 * m), w);
-          sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones));
-          keep_in_register(sum[t]);
-        }
-      }
-    }
-#pragma GCC unroll 4
-    for (int t = 0; t < NT; ++t) {
-      const __m256 xd = _mm256_loadu_ps(x.d(t0 + t) + g * kGroupBlocks);
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[t]), _mm256_mul_ps(dw, xd), acc[t]);
-    }
+  int64_t g = 0;
+  for (; g + 2 <= groups; g += 2) {  // a pair: 16 bytes of scales each, then vectors interleaved (packed.h)
+    const uint8_t* pair = row + g * gb;
+    if (prefetch) prefetch_pair_ahead<T>(pair);
+    group_dot<T, NT>(pair, pair + 32, 64, tile + g * NT, acc);
+    group_dot<T, NT>(pair + 16, pair + 64, 64, tile + (g + 1) * NT, acc);
   }
+  if (g < groups) group_dot<T, NT>(row + g * gb, row + g * gb + 16, 32, tile + g * NT, acc);  // an odd last group
   const int64_t tail = cols / kQBlock - groups * kGroupBlocks;
-  const uint8_t* tw = row + groups * packed_group_bytes(T);
+  const uint8_t* tw = row + groups * gb;
   for (int t = 0; t < NT; ++t) {
     float v = hsum(acc[t]);
     if (tail > 0) {
@@ -123,39 +162,31 @@ SY_AVX2 void row_dot(const uint8_t* row, int64_t cols, const PackedActivations& 
   }
 }
 
-// Rows [r0, r1) of one or two matrices of one shape (wb, yb null for one) against the
-// activation rows [t0, t1): blocks of 16 rows, which stay in L1 while tiles of 4 tokens
-// go over them; the last tile takes the 1-3 tokens left.
+// Rows [r0, r1) of one or two matrices of one shape (wb, yb null for one) against every
+// activation row, in tiles of up to 4 tokens: each tile goes over all the rows (a task's
+// rows, ~256 KiB, stay in L2 for the tiles after the first).
 template <DType T>
-SY_AVX2 void matrices(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                      const PackedActivations& x, int64_t t0, int64_t t1, float* ya, float* yb, int64_t ldy) {
-  for (int64_t rb = r0; rb < r1; rb += 16) {
-    const int64_t re = std::min(r1, rb + 16);
+SY_AVX2 void kernel_two(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                        const PackedActivations& x, float* ya, float* yb, int64_t ldy) {
+  thread_local std::vector<TileSlot> tile;  // grows to the largest row, then is reused
+  const int64_t t0 = 0, t1 = x.rows();
+  for (int64_t t = t0; t < t1; t += 4) {
+    const int nt = static_cast<int>(std::min<int64_t>(4, t1 - t));
+    fill_tile(x, t, nt, tile);
     for (int k = 0; k < (wb ? 2 : 1); ++k) {
       const uint8_t* w = k == 0 ? wa : wb;
       float* y = k == 0 ? ya : yb;
-      int64_t t = t0;
-      for (; t + 4 <= t1; t += 4)
-        for (int64_t r = rb; r < re; ++r) row_dot<T, 4>(w + r * row_bytes, cols, x, t, y + r, ldy, t == t0);
-      for (int64_t r = rb; r < re; ++r) {
-        switch (t1 - t) {
-          case 3: row_dot<T, 3>(w + r * row_bytes, cols, x, t, y + r, ldy, t == t0); break;
-          case 2: row_dot<T, 2>(w + r * row_bytes, cols, x, t, y + r, ldy, t == t0); break;
-          case 1: row_dot<T, 1>(w + r * row_bytes, cols, x, t, y + r, ldy, t == t0); break;
-          default: break;
+      for (int64_t r = r0; r < r1; ++r) {
+        const uint8_t* row = w + r * row_bytes;
+        switch (nt) {
+          case 4: row_dot<T, 4>(row, cols, tile.data(), x, t, y + r, ldy, t == t0); break;
+          case 3: row_dot<T, 3>(row, cols, tile.data(), x, t, y + r, ldy, t == t0); break;
+          case 2: row_dot<T, 2>(row, cols, tile.data(), x, t, y + r, ldy, t == t0); break;
+          default: row_dot<T, 1>(row, cols, tile.data(), x, t, y + r, ldy, t == t0); break;
         }
       }
     }
   }
-}
-
-// Token chunks of about 256 KiB of int8 activations, which stay in L2 beside the rows.
-template <DType T>
-SY_AVX2 void kernel_two(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                        const PackedActivations& x, float* ya, float* yb, int64_t ldy) {
-  const int64_t n = x.rows();
-  const int64_t chunk = std::max<int64_t>(16, (int64_t{256} << 10) / std::max<int64_t>(cols, 1));
-  for (int64_t t0 = 0; t0 < n; t0 += chunk) matrices<T>(wa, wb, row_bytes, cols, r0, r1, x, t0, std::min(n, t0 + chunk), ya, yb, ldy);
 }
 
 template <DType T>
