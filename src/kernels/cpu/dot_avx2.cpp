@@ -1,5 +1,6 @@
 // AVX2 + FMA + F16C kernels, compiled for that target only and chosen at run time.
 #include "kernels/cpu/dot.h"
+#include "kernels/cpu/float_tiles_avx2.h"
 
 #include <algorithm>
 
@@ -29,56 +30,8 @@ SY_AVX2 inline __m256 dot_i8x32(__m256i a, __m256i b) {
   return _mm256_cvtepi32_ps(p32);
 }
 
-SY_AVX2 float dot_f32(const float* w, const float* x, int64_t n) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
-    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
-    a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
-    a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 24), _mm256_loadu_ps(x + i + 24), a3);
-  }
-  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
-  float s = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-  for (; i < n; ++i) s += w[i] * x[i];
-  return s;
-}
-
 SY_AVX2 inline __m256 load_f16(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
-SY_AVX2 float dot_f16(const uint16_t* w, const float* x, int64_t n) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    a0 = _mm256_fmadd_ps(load_f16(w + i), _mm256_loadu_ps(x + i), a0);
-    a1 = _mm256_fmadd_ps(load_f16(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
-    a2 = _mm256_fmadd_ps(load_f16(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
-    a3 = _mm256_fmadd_ps(load_f16(w + i + 24), _mm256_loadu_ps(x + i + 24), a3);
-  }
-  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load_f16(w + i), _mm256_loadu_ps(x + i), a0);
-  float s = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-  for (; i < n; ++i) s += f16_to_f32(w[i]) * x[i];
-  return s;
-}
-
-SY_AVX2 inline __m256 load_bf16(const uint16_t* p) {
-  const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-}
-
-SY_AVX2 float dot_bf16(const uint16_t* w, const uint16_t* x, int64_t n) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    a0 = _mm256_fmadd_ps(load_bf16(w + i), load_bf16(x + i), a0);
-    a1 = _mm256_fmadd_ps(load_bf16(w + i + 8), load_bf16(x + i + 8), a1);
-  }
-  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load_bf16(w + i), load_bf16(x + i), a0);
-  float s = hsum(_mm256_add_ps(a0, a1));
-  for (; i < n; ++i) s += bf16_to_f32(w[i]) * bf16_to_f32(x[i]);
-  return s;
 }
 
 SY_AVX2 float dot_q8_0(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n) {
@@ -398,9 +351,9 @@ const DotKernels* dot_kernels_avx2() {
     return nullptr;
   }
   static const DotKernels k{"avx2",
-                            tile_of_dots<float, float, dot_f32>,
-                            tile_of_dots<uint16_t, float, dot_f16>,
-                            tile_of_dots<uint16_t, uint16_t, dot_bf16>,
+                            f32_tile_avx2,
+                            f16_tile_avx2,
+                            bf16_tile_avx2,
                             dot_q8_0,
                             dot_q4_0,
                             axpy,
