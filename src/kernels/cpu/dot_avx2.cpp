@@ -1,6 +1,8 @@
 // AVX2 + FMA + F16C kernels, compiled for that target only and chosen at run time.
 #include "kernels/cpu/dot.h"
+
 #include "kernels/cpu/float_tiles_avx2.h"
+#include "kernels/cpu/hsum_avx.h"
 
 #include <algorithm>
 
@@ -13,13 +15,6 @@
 
 namespace sy::cpu {
 namespace {
-
-SY_AVX2 inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // Sum of 32 products of signed bytes, as 8 int32 lanes converted to float.
 SY_AVX2 inline __m256 dot_i8x32(__m256i a, __m256i b) {

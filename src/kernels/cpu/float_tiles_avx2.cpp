@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/cpu/dot.h"
+#include "kernels/cpu/hsum_avx.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -48,13 +49,6 @@ struct Padded {
     std::memcpy(v, p, k * sizeof(T));
   }
 };
-
-SY_INLINE float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // A tile's row and token pointers (see tile()).
 template <class S, int NR, int NT>

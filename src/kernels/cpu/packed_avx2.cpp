@@ -10,6 +10,7 @@
 
 #include "base/aligned_vector.h"
 #include "kernels/cpu/dot.h"
+#include "kernels/cpu/hsum_avx.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -21,13 +22,6 @@ namespace {
 
 SY_AVX2 __attribute__((always_inline)) inline __m256i load256(const void* p) {
   return _mm256_loadu_si256(static_cast<const __m256i*>(p));
-}
-
-SY_AVX2 inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 // An empty asm that takes and gives back v in a register: the integer sums stay chains

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/cpu/dot.h"
+#include "kernels/cpu/hsum_avx.h"
 
 #if defined(__x86_64__)
 // GCC 12's AVX-512 headers seed intrinsics with deliberately undefined vectors, which
@@ -129,13 +130,6 @@ SY_VNNI __attribute__((always_inline)) inline __m128 reduce_add4(__m512 a0, __m5
   const __m512 z = _mm512_add_ps(y, _mm512_permute_ps(y, 0x4E));   // lanes j + (j ^ 2)
   const __m512 r = _mm512_add_ps(z, _mm512_permute_ps(z, 0xB1));   // lane 0 + lane 1
   return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), r));
-}
-
-SY_VNNI inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 // What the group-pair loops leave of a row: an odd last group, then blocks past the last
