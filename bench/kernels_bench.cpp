@@ -99,7 +99,7 @@ void BM_MatmulL2(benchmark::State& state) {
 BENCHMARK(BM_MatmulL2)->ArgsProduct({{int(DType::Q4_0), int(DType::Q8_0), int(DType::F16), int(DType::BF16)}, {1, 2, 4, 6, 8, 16, 64}});
 
 // One float-weight tile (4 rows of 2048 F32, F16 or BF16 weights x 4 tokens) in L1, per
-// dot table this CPU has (0: AVX2, 4 x 2 register tiles of 8 lanes; 1: the dispatched
+// dot table this CPU has (0: AVX2, 2 x 2 register tiles of 8 lanes; 1: the dispatched
 // table, AVX-512 tiles where present), so that the two compare in one run.
 void BM_FloatTile(benchmark::State& state) {
   const auto t = static_cast<DType>(state.range(0));

@@ -114,7 +114,7 @@ SY_AVX2 __attribute__((always_inline)) inline void group_dot(const uint8_t* scal
 
 // Prefetches a group pair's bytes 4 KiB ahead. The first token tile over a row reads it
 // from memory: this took the one-token stream from ~0.75 of the read bandwidth to ~0.95
-// (Zen 3, BM_Matmul against BM_StreamRead, same process; 8 KiB was no better: the
+// (Zen 3, one thread, BM_Matmul against BM_StreamRead, same process; 8 KiB was no better: the
 // hardware prefetchers alone fall behind).
 template <DType T>
 SY_AVX2 __attribute__((always_inline)) inline void prefetch_pair_ahead(const uint8_t* pair) {
@@ -166,9 +166,9 @@ SY_AVX2 void kernel_two(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, 
   // 256-bit load straddles two (as the other activation buffers; on Zen 3 a 16-byte-aligned
   // tile measured the same, within noise).
   thread_local AlignedVector<TileSlot> tile;
-  const int64_t t0 = 0, t1 = x.rows();
-  for (int64_t t = t0; t < t1; t += 4) {
-    const int nt = static_cast<int>(std::min<int64_t>(4, t1 - t));
+  const int64_t n = x.rows();
+  for (int64_t t = 0; t < n; t += 4) {
+    const int nt = static_cast<int>(std::min<int64_t>(4, n - t));
     fill_tile(x, t, nt, tile);
     for (int k = 0; k < (wb ? 2 : 1); ++k) {
       const uint8_t* w = k == 0 ? wa : wb;
@@ -176,10 +176,10 @@ SY_AVX2 void kernel_two(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, 
       for (int64_t r = r0; r < r1; ++r) {
         const uint8_t* row = w + r * row_bytes;
         switch (nt) {
-          case 4: row_dot<T, 4>(row, cols, tile.data(), x, t, y + r, ldy, t == t0); break;
-          case 3: row_dot<T, 3>(row, cols, tile.data(), x, t, y + r, ldy, t == t0); break;
-          case 2: row_dot<T, 2>(row, cols, tile.data(), x, t, y + r, ldy, t == t0); break;
-          default: row_dot<T, 1>(row, cols, tile.data(), x, t, y + r, ldy, t == t0); break;
+          case 4: row_dot<T, 4>(row, cols, tile.data(), x, t, y + r, ldy, t == 0); break;
+          case 3: row_dot<T, 3>(row, cols, tile.data(), x, t, y + r, ldy, t == 0); break;
+          case 2: row_dot<T, 2>(row, cols, tile.data(), x, t, y + r, ldy, t == 0); break;
+          default: row_dot<T, 1>(row, cols, tile.data(), x, t, y + r, ldy, t == 0); break;
         }
       }
     }
