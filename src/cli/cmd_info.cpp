@@ -31,7 +31,7 @@ void add_info(CLI::App& app) {
       total += t.n_elements();
       weight_bytes += t.n_bytes;
       if (is_routed_expert_tensor(t.name)) expert += t.n_elements();
-      auto& e = by_type[dtype_name(t.dtype)];
+      auto& e = by_type[dtype_name(t.dtype) + (t.packed ? " (packed)" : "")];
       e.first++;
       e.second += t.n_bytes;
     }

@@ -49,6 +49,7 @@ void add_bench(CLI::App& app);
 void add_serve(CLI::App& app);
 void add_loadgen(CLI::App& app);
 void add_synth(CLI::App& app);
+void add_pack(CLI::App& app);
 void add_analyze(CLI::App& app);
 
 }  // namespace sy::cli

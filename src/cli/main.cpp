@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   sy::cli::add_serve(app);
   sy::cli::add_loadgen(app);
   sy::cli::add_synth(app);
+  sy::cli::add_pack(app);
   sy::cli::add_analyze(app);
   try {
     app.parse(argc, argv);

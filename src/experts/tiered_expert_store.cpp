@@ -84,7 +84,7 @@ TieredExpertStore::TieredExpertStore(const GgufFile& f, const HParams& hp, const
         const GgufTensorInfo* t = f.find_tensor(p + names[i]);
         if (!t) throw Error(f.path() + ": --expert-cache needs the 3-D expert tensors (missing '" + p + names[i] + "')");
         if (t->shape != std::vector<int64_t>{cols[i], rows[i], n_expert_}) throw Error(f.path() + ": tensor '" + t->name + "' has an unexpected shape");
-        s.m[i] = WeightMatrix{t->dtype, rows[i], cols[i], nullptr, t->name};
+        s.m[i] = WeightMatrix{t->dtype, rows[i], cols[i], nullptr, t->name, t->packed};
         s.offset[i] = f.data_offset() + t->offset + s.m[i].bytes() * static_cast<size_t>(e);
       }
       unit_bytes = std::max(unit_bytes, s.m[0].bytes() + s.m[1].bytes() + s.m[2].bytes());
@@ -189,8 +189,9 @@ bool TieredExpertStore::load_part(int slot, int i, WeightMatrix& out, double& pa
   try {
     out = src.m[i];
     out.data = reader_->read(s.buf[i], src.offset[i], src.m[i].bytes());
-    // The same layout the resident store uses, so results are bit-identical.
-    if (cpu::packing_enabled() && cpu::packable(out.dtype) && cpu::packed_groups(out.cols) > 0) {
+    // The same layout the resident store uses, so results are bit-identical (a file
+    // written by `switchyard pack` holds it already).
+    if (!out.packed && cpu::packing_enabled() && cpu::packable(out.dtype) && cpu::packed_groups(out.cols) > 0) {
       const double t0 = now_seconds();
       auto* p = const_cast<uint8_t*>(out.data);
       for (int64_t r = 0; r < out.rows; ++r) cpu::pack_row(out.dtype, p + r * out.row_bytes(), p + r * out.row_bytes(), out.cols);

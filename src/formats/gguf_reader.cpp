@@ -134,7 +134,20 @@ GgufValue read_value(Cursor& c, GgufType type, const std::string& key, const std
 
 uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
+constexpr uint32_t kPackedTypeBase = 0x53590000;  // "SY"
+
 }  // namespace
+
+uint32_t gguf_packed_type(DType t) {
+  if (t != DType::Q4_0 && t != DType::Q8_0) throw Error("GGUF: only Q4_0 and Q8_0 tensors have a packed type, not " + dtype_name(t));
+  return kPackedTypeBase | static_cast<uint32_t>(t);
+}
+
+bool gguf_packed_dtype(uint32_t ggml_type, DType& out) {
+  if (ggml_type != gguf_packed_type(DType::Q4_0) && ggml_type != gguf_packed_type(DType::Q8_0)) return false;
+  out = static_cast<DType>(ggml_type & 0xffff);
+  return true;
+}
 
 std::string gguf_type_name(GgufType t) {
   static const char* kNames[] = {"uint8", "int8",  "uint16", "int16",  "uint32", "int32", "float32",
@@ -232,12 +245,15 @@ void GgufFile::parse() {
     }
     t.ggml_type = c.read<uint32_t>("tensor type");
     t.offset = c.read<uint64_t>("tensor offset");
-    if (!is_supported_dtype(t.ggml_type)) {
+    if (gguf_packed_dtype(t.ggml_type, t.dtype)) {
+      t.packed = true;
+    } else if (is_supported_dtype(t.ggml_type)) {
+      t.dtype = static_cast<DType>(t.ggml_type);
+    } else {
       fail("tensor '" + t.name + "' has type " + dtype_name(t.ggml_type) +
            ", which switchyard does not support (supported: F32, F16, BF16, Q8_0, Q4_0); "
            "re-quantize the model to one of those");
     }
-    t.dtype = static_cast<DType>(t.ggml_type);
     if (t.shape[0] % dtype_block_size(t.dtype) != 0) {
       fail("tensor '" + t.name + "': row length " + std::to_string(t.shape[0]) +
            " is not a multiple of the " + dtype_name(t.dtype) + " block size " +

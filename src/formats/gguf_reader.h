@@ -38,11 +38,20 @@ struct GgufValue {
   std::string to_string(size_t max_items = 8) const;  // for `info` and error messages
 };
 
+// switchyard's own tensor types: Q4_0 / Q8_0 weights stored in the CPU kernels' packed
+// layout (kernels/cpu/packed.h), as `switchyard pack` writes them. Their numbers are far
+// past ggml's, so that llama.cpp refuses such a file ("invalid ggml type") instead of
+// reading the regrouped bytes as GGUF blocks.
+uint32_t gguf_packed_type(DType t);
+// The element type of a packed type number; false for any other number.
+bool gguf_packed_dtype(uint32_t ggml_type, DType& out);
+
 struct GgufTensorInfo {
   std::string name;
   std::vector<int64_t> shape;  // ggml order: shape[0] is the contiguous (row) dimension
   uint32_t ggml_type = 0;
   DType dtype = DType::F32;
+  bool packed = false;         // rows in the packed layout (a gguf_packed_type number)
   uint64_t offset = 0;         // relative to the data section
   size_t n_bytes = 0;
   const uint8_t* data = nullptr;

@@ -131,7 +131,7 @@ void GgufWriter::add_value(const std::string& key, const GgufValue& v) {
   ++n_kv_;
 }
 
-GgufWriter::Tensor GgufWriter::describe(const std::string& name, DType type, const std::vector<int64_t>& shape) {
+GgufWriter::Tensor GgufWriter::describe(const std::string& name, DType type, const std::vector<int64_t>& shape, bool packed) {
   if (shape.empty()) throw Error("GGUF writer: tensor '" + name + "' has no dimensions");
   for (int64_t d : shape) {
     if (d < 0) throw Error("GGUF writer: tensor '" + name + "' has a dimension of " + std::to_string(d));
@@ -140,14 +140,14 @@ GgufWriter::Tensor GgufWriter::describe(const std::string& name, DType type, con
     throw Error("GGUF writer: tensor '" + name + "' has rows of " + std::to_string(shape[0]) + " values, not a multiple of the " +
                 dtype_name(type) + " block size " + std::to_string(dtype_block_size(type)));
   }
-  Tensor t{name, type, shape, {}, {}, dtype_row_bytes(type, shape[0]), 1};
+  Tensor t{name, type, packed ? gguf_packed_type(type) : static_cast<uint32_t>(type), shape, {}, {}, dtype_row_bytes(type, shape[0]), 1};
   for (size_t i = 1; i < shape.size(); ++i) t.n_rows *= shape[i];
   return t;
 }
 
 void GgufWriter::add_tensor(const std::string& name, DType type, const std::vector<int64_t>& shape,
-                            std::vector<uint8_t> data) {
-  Tensor t = describe(name, type, shape);
+                            std::vector<uint8_t> data, bool packed) {
+  Tensor t = describe(name, type, shape, packed);
   if (data.size() != t.n_bytes()) {
     throw Error("GGUF writer: tensor '" + name + "' has " + std::to_string(data.size()) + " bytes, its shape needs " + std::to_string(t.n_bytes()));
   }
@@ -156,9 +156,9 @@ void GgufWriter::add_tensor(const std::string& name, DType type, const std::vect
 }
 
 void GgufWriter::add_tensor_rows(const std::string& name, DType type, const std::vector<int64_t>& shape,
-                                 RowSource rows) {
+                                 RowSource rows, bool packed) {
   if (!rows) throw Error("GGUF writer: tensor '" + name + "' has no row source");
-  Tensor t = describe(name, type, shape);
+  Tensor t = describe(name, type, shape, packed);
   t.rows = std::move(rows);
   tensors_.push_back(std::move(t));
 }
@@ -176,7 +176,7 @@ std::vector<uint8_t> GgufWriter::header(std::vector<uint64_t>& offsets) const {
     put_string(head, t.name);
     put<uint32_t>(head, static_cast<uint32_t>(t.shape.size()));
     for (int64_t d : t.shape) put<uint64_t>(head, static_cast<uint64_t>(d));
-    put<uint32_t>(head, static_cast<uint32_t>(t.type));
+    put<uint32_t>(head, t.type_number);
     put<uint64_t>(head, offset);
     offsets.push_back(offset);
     offset = (offset + t.n_bytes() + alignment_ - 1) / alignment_ * alignment_;

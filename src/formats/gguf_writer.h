@@ -30,8 +30,10 @@ class GgufWriter {
   void add_value(const std::string& key, const GgufValue& v);
 
   // shape in ggml order (shape[0] = row length); data must hold the tensor's bytes.
+  // packed: the rows are in the kernels' packed layout (Q4_0 / Q8_0 only), written with
+  // switchyard's own type number (gguf_packed_type).
   void add_tensor(const std::string& name, DType type, const std::vector<int64_t>& shape,
-                  std::vector<uint8_t> data);
+                  std::vector<uint8_t> data, bool packed = false);
 
   // Streaming variant for outputs larger than memory: write() calls `rows` to produce the
   // tensor's bytes one block of rows at a time, in order, so that only about two blocks of
@@ -39,7 +41,7 @@ class GgufWriter {
   // tensor (all dimensions after the first flattened) into dst, contiguously.
   using RowSource = std::function<void(int64_t first, int64_t last, uint8_t* dst)>;
   void add_tensor_rows(const std::string& name, DType type, const std::vector<int64_t>& shape,
-                       RowSource rows);
+                       RowSource rows, bool packed = false);
 
   // Bytes written so far and the file's total, after the header and after every block.
   using Progress = std::function<void(uint64_t done, uint64_t total)>;
@@ -54,6 +56,7 @@ class GgufWriter {
   struct Tensor {
     std::string name;
     DType type;
+    uint32_t type_number;  // as written: the GGUF number, or the packed one
     std::vector<int64_t> shape;
     std::vector<uint8_t> data;  // empty when `rows` produces the bytes
     RowSource rows;
@@ -61,7 +64,7 @@ class GgufWriter {
     int64_t n_rows = 0;
     size_t n_bytes() const { return row_bytes * static_cast<size_t>(n_rows); }
   };
-  static Tensor describe(const std::string& name, DType type, const std::vector<int64_t>& shape);
+  static Tensor describe(const std::string& name, DType type, const std::vector<int64_t>& shape, bool packed);
   std::vector<uint8_t> header(std::vector<uint64_t>& offsets) const;
   std::vector<uint8_t> kv_;
   uint64_t n_kv_ = 0;

@@ -4,7 +4,7 @@
 
 #include "base/error.h"
 #include "formats/gguf_reader.h"
-#include "kernels/cpu/quantize.h"
+#include "kernels/cpu/weight_prep.h"
 
 namespace sy {
 namespace {
@@ -44,13 +44,13 @@ std::vector<float> optional_vector(const GgufFile& f, const std::string& name, i
 WeightMatrix bind_matrix(const GgufFile& f, const std::string& name, int64_t cols, int64_t rows) {
   const GgufTensorInfo& t = f.tensor(name);
   expect_shape(f, t, {cols, rows});
-  return WeightMatrix{t.dtype, rows, cols, t.data, name};
+  return WeightMatrix{t.dtype, rows, cols, t.data, name, t.packed};
 }
 
 WeightMatrix bind_matrix3(const GgufFile& f, const std::string& name, int64_t cols, int64_t rows, int64_t n) {
   const GgufTensorInfo& t = f.tensor(name);
   expect_shape(f, t, {cols, rows, n});
-  return WeightMatrix{t.dtype, rows * n, cols, t.data, name};
+  return WeightMatrix{t.dtype, rows * n, cols, t.data, name, t.packed};
 }
 
 bool is_routed_expert_tensor(const std::string& name) {
@@ -63,7 +63,7 @@ std::vector<float> load_vector(const GgufFile& f, const std::string& name, int64
   const GgufTensorInfo& t = f.tensor(name);
   expect_shape(f, t, {n});
   std::vector<float> v(n);
-  cpu::dequantize_row(t.dtype, t.data, v.data(), n);
+  cpu::weight_row_to_f32(WeightMatrix{t.dtype, 1, n, t.data, name, t.packed}, 0, v.data());
   return v;
 }
 

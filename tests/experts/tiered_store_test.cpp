@@ -17,6 +17,7 @@
 #include "experts/tiered_expert_store.h"
 #include "kernels/cpu/weight_prep.h"
 #include "model/model.h"
+#include "model/packed_file.h"
 #include "model/synth.h"
 #include "runtime/session.h"
 #include "support/shared_data.h"
@@ -47,10 +48,13 @@ std::vector<std::string> budgets(const Model& m) {
   return {std::to_string(unit * (h.n_layer - h.n_layer_dense_lead)), "0.25", "100%"};
 }
 
-// packed: the model's experts are Q4_0 in rows the packed layout takes.
-void expect_identical(const std::string& path, const std::vector<int32_t>& prompt, bool packed) {
+// repacks: the store repacks the experts it reads (Q4_0 rows the packed layout takes, in
+// a file not packed by `switchyard pack`, on a CPU with packed kernels). want: the logits
+// to match (default: the file's all-resident run).
+void expect_identical(const std::string& path, const std::vector<int32_t>& prompt, bool repacks,
+                      std::vector<float> want = {}) {
   auto resident = Model::load(path);
-  const auto want = run(*resident, prompt, 6);
+  if (want.empty()) want = run(*resident, prompt, 6);
   for (const std::string& b : budgets(*resident)) {
     for (bool prefetch : {true, false}) {
       ModelOptions o;
@@ -64,7 +68,7 @@ void expect_identical(const std::string& path, const std::vector<int32_t>& promp
       if (b == "100%") EXPECT_LE(st.misses, tiered->tiered_experts()->capacity());  // only cold misses
       else EXPECT_GT(st.misses, 0);
       // Loaded experts are repacked exactly where the resident store packs its own.
-      if (packed && cpu::packing_enabled()) EXPECT_GT(st.pack_seconds, 0.0);
+      if (repacks) EXPECT_GT(st.pack_seconds, 0.0);
       else EXPECT_EQ(st.pack_seconds, 0.0);
     }
   }
@@ -91,7 +95,15 @@ TEST(ExpertStore, IdenticalLogitsPackedQ4_0) {
   test::TempFile f;
   ThreadPool pool(2);
   write_synth_model(f.path(), o, pool);
-  expect_identical(f.path(), {3, 17, 99, 5, 42, 7, 250, 11}, true);
+  const std::vector<int32_t> prompt = {3, 17, 99, 5, 42, 7, 250, 11};
+  expect_identical(f.path(), prompt, cpu::packing_enabled());
+  // The `switchyard pack` copy: experts come off the disk in the kernels' layout, nothing
+  // is repacked, and the logits are the source file's (its packed kernels are the ones
+  // the source runs where packing is enabled).
+  test::TempFile packed;
+  write_packed_model(f.path(), packed.path(), pool);
+  if (cpu::packing_enabled()) expect_identical(packed.path(), prompt, false, run(*Model::load(f.path()), prompt, 6));
+  else expect_identical(packed.path(), prompt, false);
 }
 
 // The reader's accounting: reads one at a time keep the disk busy exactly as long as they

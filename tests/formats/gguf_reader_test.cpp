@@ -121,6 +121,31 @@ TEST(GgufReader, WriterRoundTripEveryValueType) {
   }
 }
 
+// Packed Q4_0 / Q8_0 tensors (written by `switchyard pack`) carry switchyard's own type
+// numbers, far from ggml's, and read back as their element type with `packed` set.
+TEST(GgufReader, PackedTypesRoundTrip) {
+  GgufWriter w;
+  w.add_tensor("q4", DType::Q4_0, {256, 2}, std::vector<uint8_t>(2 * 8 * 18, 1), true);
+  w.add_tensor("q8", DType::Q8_0, {256, 1}, std::vector<uint8_t>(8 * 34, 2), true);
+  w.add_tensor("plain", DType::Q4_0, {256, 1}, std::vector<uint8_t>(8 * 18, 3));
+  EXPECT_THROW(w.add_tensor("f", DType::F16, {256}, std::vector<uint8_t>(512, 0), true), Error);
+  test::TempFile tmp;
+  w.write(tmp.path());
+  auto f = GgufFile::open(tmp.path());
+  const GgufTensorInfo& q4 = f->tensor("q4");
+  EXPECT_TRUE(q4.packed);
+  EXPECT_EQ(q4.dtype, DType::Q4_0);
+  EXPECT_EQ(q4.ggml_type, gguf_packed_type(DType::Q4_0));
+  EXPECT_GT(q4.ggml_type, 1000u);  // no ggml type: other readers refuse it
+  EXPECT_EQ(q4.n_bytes, 2u * 8 * 18);
+  EXPECT_TRUE(f->tensor("q8").packed);
+  EXPECT_EQ(f->tensor("q8").dtype, DType::Q8_0);
+  EXPECT_FALSE(f->tensor("plain").packed);
+  DType d;
+  EXPECT_FALSE(gguf_packed_dtype(static_cast<uint32_t>(DType::Q4_0), d));
+  EXPECT_FALSE(gguf_packed_dtype(gguf_packed_type(DType::Q4_0) + 1, d));
+}
+
 TEST(GgufCorrupt, BadMagic) {
   auto b = test::read_bytes(mixtral());
   b[0] = 'X';

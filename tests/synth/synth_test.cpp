@@ -476,5 +476,37 @@ TEST(SynthCli, HelpAndErrorsNameTheFlag) {
   EXPECT_FALSE(std::filesystem::exists(f.path()));
 }
 
+// `switchyard pack` end to end: the copy is reported, `info` shows its packed types and
+// `generate` gives the source's greedy text; bad uses name the problem.
+TEST(PackCli, PacksAndTheCopyRuns) {
+  test::TempFile src, dst;
+  CliRun r = run_cli("synth --preset tiny --arch olmoe --embd 512 --heads 4 --heads-kv 4 --ff 768 --type q4_0 --no-progress -o " + src.path());
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = run_cli("pack --no-progress -m " + src.path() + " -o " + dst.path());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("tensors packed"), std::string::npos) << r.out;
+  r = run_cli("info -m " + dst.path());
+  EXPECT_NE(r.out.find("Q4_0 (packed)"), std::string::npos) << r.out;
+  const std::string gen = " -p 'the quick brown fox' -n 8 --temp 0 -t 2";
+  const CliRun a = run_cli("generate -m " + src.path() + gen);
+  const CliRun b = run_cli("generate -m " + dst.path() + gen);
+  ASSERT_EQ(a.code, 0) << a.out;
+  ASSERT_EQ(b.code, 0) << b.out;
+  // The text (the timing line after it differs).
+  EXPECT_EQ(a.out.substr(0, a.out.find("\nprompt:")), b.out.substr(0, b.out.find("\nprompt:")));
+  EXPECT_NE(a.out.find("\nprompt:"), std::string::npos) << a.out;
+
+  r = run_cli("pack --no-progress -m " + dst.path() + " -o " + src.path() + ".2");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("packed already"), std::string::npos) << r.out;
+  r = run_cli("pack --no-progress -m /nonexistent.gguf -o " + src.path() + ".2");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("/nonexistent.gguf"), std::string::npos) << r.out;
+  r = run_cli("pack -m " + src.path());
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--output"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(src.path() + ".2"));
+}
+
 }  // namespace
 }  // namespace sy
