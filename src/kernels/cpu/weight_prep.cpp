@@ -1,5 +1,7 @@
 #include "kernels/cpu/weight_prep.h"
 
+#include <cstring>
+
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/packed.h"
 #include "kernels/cpu/quantize.h"
@@ -14,12 +16,17 @@ bool packing_enabled() {
 }
 
 WeightMatrix prepare_weight(const WeightMatrix& w, WeightArena& arena, ThreadPool& pool) {
-  if (w.packed || !packable(w.dtype) || packed_groups(w.cols) == 0 || !packing_enabled()) return w;
+  if (!packable(w.dtype) || packed_groups(w.cols) == 0 || (!w.packed && !packing_enabled())) return w;
+  // Packed in the file (`switchyard pack`) or packed now: either way into the arena, so
+  // that the weights live in anonymous memory (huge pages where the arena gets them) that
+  // memory pressure cannot evict, as every packed weight does.
   WeightMatrix p = w;
   uint8_t* dst = arena.allocate(w.bytes());
   const size_t rb = w.row_bytes();
   pool.parallel_for((w.rows + 255) / 256, [&](int64_t c, int) {
-    for (int64_t r = c * 256; r < std::min(w.rows, (c + 1) * 256); ++r) pack_row(w.dtype, w.row(r), dst + r * rb, w.cols);
+    const int64_t r0 = c * 256, r1 = std::min(w.rows, (c + 1) * 256);
+    if (w.packed) std::memcpy(dst + r0 * rb, w.row(r0), (r1 - r0) * rb);
+    else for (int64_t r = r0; r < r1; ++r) pack_row(w.dtype, w.row(r), dst + r * rb, w.cols);
   });
   p.data = dst;
   p.packed = true;

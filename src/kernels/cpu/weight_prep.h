@@ -13,7 +13,8 @@ namespace sy::cpu {
 // on this CPU, AVX-512 VNNI or AVX2, and SY_ISA is not "scalar").
 bool packing_enabled();
 
-// The matrix to compute with: `w` itself, or a packed copy in `arena`.
+// The matrix to compute with: `w` itself, or a packed copy in `arena` (also for a matrix
+// packed in the file already).
 WeightMatrix prepare_weight(const WeightMatrix& w, WeightArena& arena, ThreadPool& pool);
 
 // Row r of any weight as floats (embedding lookups).
