@@ -220,7 +220,8 @@ json io_figures(const BenchRun& r, const ReadStats& before, const ReadStats& a, 
   r.log("    I/O: the disk had a read in flight " + std::to_string(100.0 * busy / seconds) + "% of the time, " +
         std::to_string(busy > 0 ? read_s / busy : 0.0) + " at once on average then; a read took " +
         std::to_string(1e3 * read_s / reads) + " ms after " + std::to_string(queue_ms) + " ms queued; repacking " +
-        std::to_string(1e3 * pack_seconds / tokens) + " ms per token");
+        std::to_string(1e3 * pack_seconds / tokens) + " ms per token" +
+        (pack_seconds > 0 ? " (a copy written by `switchyard pack` needs none)" : ""));
   return {{"disk_busy_fraction", busy / seconds},
           {"reads_in_flight_while_busy", busy > 0 ? read_s / busy : 0.0},
           {"read_ms_mean", 1e3 * read_s / reads},
