@@ -96,7 +96,7 @@ void BM_MatmulL2(benchmark::State& state) {
   state.counters["GOPS"] = benchmark::Counter(2.0 * rows * cols * tokens * state.iterations(), benchmark::Counter::kIsRate);
   state.SetLabel(dtype_name(t) + (w.packed ? " packed" : ""));
 }
-BENCHMARK(BM_MatmulL2)->ArgsProduct({{int(DType::Q4_0), int(DType::Q8_0), int(DType::F16), int(DType::BF16)}, {1, 2, 4, 6, 8, 16, 64}, {2048, 1024}});
+BENCHMARK(BM_MatmulL2)->ArgsProduct({{int(DType::Q4_0), int(DType::Q8_0), int(DType::F16), int(DType::BF16)}, {1, 2, 3, 4, 6, 8, 16, 64}, {2048, 1024}});
 
 // One float-weight tile (4 rows of 2048 F32, F16 or BF16 weights x 4 tokens) in L1, per
 // dot table this CPU has (0: AVX2, 2 x 2 register tiles of 8 lanes; 1: the dispatched

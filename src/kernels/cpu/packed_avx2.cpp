@@ -226,7 +226,8 @@ SY_AVX2 void kernel_two(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, 
       // Two tokens: two rows per pass, which share the activation loads and give the core
       // two independent chains (BM_MatmulL2 on Zen 3, six alternating pairs: Q4_0 +14% at
       // 2048 columns and +34% at 1024, Q8_0 +10-13%; the 16-sequence decode +3-6% in
-      // three pairs). One token: no better; three or four: too few registers.
+      // three pairs). One token: no better; three tokens (two rows spill: 19 of 16 registers)
+      // measured 0.92-1.02 in six pairs.
       if (nt == 2) {
         for (; r + 2 <= r1; r += 2) row_dot<T, 2, 2>(w + r * row_bytes, row_bytes, cols, tile.data(), x, t, y + r, ldy, t == 0);
       }
