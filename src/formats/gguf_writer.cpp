@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <future>
 #include <memory>
 
@@ -196,10 +197,37 @@ void GgufWriter::write(const std::string& path, const Progress& progress, size_t
   const std::vector<uint8_t> head = header(offsets);
   const uint64_t total = tensors_.empty() ? head.size() : head.size() + offsets.back() + tensors_.back().n_bytes();
 
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), std::fclose);
-  if (!f) throw Error("cannot write " + path + ": " + std::strerror(errno));
+  // Multi-GB outputs: say at once when they cannot fit, and never leave a truncated file
+  // under the final name (written as PATH.partial, renamed when complete).
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::absolute(fs::path(path)).parent_path();
+  std::error_code ec, ec_old;
+  const fs::space_info space = fs::space(dir, ec);
+  uint64_t replaced = 0;  // a file this one replaces frees its space
+  if (fs::is_regular_file(path, ec_old)) replaced = fs::file_size(path, ec_old);
+  if (!ec && space.available != static_cast<uintmax_t>(-1) && total > space.available + replaced) {
+    throw Error("cannot write " + path + ": it needs " + std::to_string(total / 1000000) + " MB and " + dir.string() +
+                " has " + std::to_string(space.available / 1000000) + " MB free; write it to another disk");
+  }
+  const std::string partial = path + ".partial";
+  struct RemoveUnlessDone {
+    const std::string& p;
+    bool done = false;
+    ~RemoveUnlessDone() {
+      std::error_code e;
+      if (!done) fs::remove(p, e);
+    }
+  } cleanup{partial};
+
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(partial.c_str(), "wb"), std::fclose);
+  if (!f) throw Error("cannot write " + partial + ": " + std::strerror(errno));
   FILE* fp = f.get();
-  auto put_bytes = [fp](const uint8_t* p, size_t n) { return std::fwrite(p, 1, n, fp) == n; };
+  int write_errno = 0;  // of the first failed write (they run one at a time)
+  auto put_bytes = [fp, &write_errno](const uint8_t* p, size_t n) {
+    if (std::fwrite(p, 1, n, fp) == n) return true;
+    if (write_errno == 0) write_errno = errno;
+    return false;
+  };
   bool ok = put_bytes(head.data(), head.size());
   uint64_t done = head.size();
   if (progress) progress(done, total);
@@ -239,8 +267,18 @@ void GgufWriter::write(const std::string& path, const Progress& progress, size_t
     pos = offsets[i] + t.n_bytes();
   }
   finish_pending();
-  ok = ok && std::fflush(fp) == 0;
-  if (!ok) throw Error("write failed: " + path + ": " + std::strerror(errno));
+  if (ok && std::fflush(fp) != 0) {
+    ok = false;
+    write_errno = errno;
+  }
+  if (ok && std::fclose(f.release()) != 0) {
+    ok = false;
+    write_errno = errno;
+  }
+  if (!ok) throw Error("write failed: " + partial + ": " + std::strerror(write_errno ? write_errno : EIO));
+  fs::rename(partial, path, ec);
+  if (ec) throw Error("cannot rename " + partial + " to " + path + ": " + ec.message());
+  cleanup.done = true;
 }
 
 }  // namespace sy

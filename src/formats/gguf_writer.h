@@ -46,7 +46,9 @@ class GgufWriter {
   // Bytes written so far and the file's total, after the header and after every block.
   using Progress = std::function<void(uint64_t done, uint64_t total)>;
   // Writes the file; tensor data that is produced while writing goes out in blocks of
-  // about block_bytes while the next block is being produced.
+  // about block_bytes while the next block is being produced. Throws before writing when
+  // the disk has too little space; the bytes go to PATH.partial, renamed to PATH once
+  // complete and removed on any error, so PATH is never a truncated model.
   void write(const std::string& path, const Progress& progress = {},
              size_t block_bytes = size_t{16} << 20) const;
   // Size write() will produce.

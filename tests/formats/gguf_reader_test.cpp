@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include "base/error.h"
@@ -144,6 +145,25 @@ TEST(GgufReader, PackedTypesRoundTrip) {
   DType d;
   EXPECT_FALSE(gguf_packed_dtype(static_cast<uint32_t>(DType::Q4_0), d));
   EXPECT_FALSE(gguf_packed_dtype(gguf_packed_type(DType::Q4_0) + 1, d));
+}
+
+// A write that fails half-way (here a row source that throws) leaves neither a truncated
+// file under the final name nor its .partial.
+TEST(GgufWriter, FailedWriteLeavesNoFile) {
+  test::TempFile tmp;
+  GgufWriter w;
+  w.add_tensor_rows("a", DType::F32, {64, 1000}, [](int64_t, int64_t, uint8_t* dst) { std::memset(dst, 0, 64 * 4); });
+  w.add_tensor_rows("b", DType::F32, {64, 1000}, [](int64_t first, int64_t, uint8_t*) {
+    if (first >= 0) throw Error("row source failed");
+  });
+  EXPECT_THROW(w.write(tmp.path(), {}, 4096), Error);
+  EXPECT_FALSE(std::filesystem::exists(tmp.path()));
+  EXPECT_FALSE(std::filesystem::exists(tmp.path() + ".partial"));
+  GgufWriter ok;
+  ok.add_tensor("a", DType::F32, {4}, std::vector<uint8_t>(16, 0));
+  ok.write(tmp.path());
+  EXPECT_TRUE(std::filesystem::exists(tmp.path()));
+  EXPECT_FALSE(std::filesystem::exists(tmp.path() + ".partial"));
 }
 
 TEST(GgufCorrupt, BadMagic) {
