@@ -110,6 +110,12 @@ TEST(Benchmark, ReportsTheExpertCacheFigures) {
   EXPECT_NEAR(per_token * o.gen / expert, std::round(per_token * o.gen / expert), 1e-6);
   EXPECT_GT(c["disk_bound_tokens_per_s"].get<double>(), 0.0);
   EXPECT_GT(c["percent_of_disk_bound_expert_reads"].get<double>(), 0.0);
+  // The same against the mean of the expert-read probes before and after the decode.
+  const double after = j["expert_cache"]["disk_read_gbps_expert_reads_after"];
+  EXPECT_GT(after, 0.0);
+  const double mean = 0.5 * (after + j["expert_cache"]["disk_read_gbps_expert_reads"].get<double>());
+  EXPECT_NEAR(c["percent_of_disk_bound_expert_reads_bracketed"].get<double>(),
+              100.0 * j["decode"][0]["tokens_per_s"].get<double>() / (mean * 1e9 / per_token), 1e-6);
   const double fraction = c["prefetch_hidden_fraction"];
   EXPECT_GE(fraction, 0.0);
   EXPECT_LE(fraction, 1.0);
