@@ -6,5 +6,6 @@
 
 namespace sy::cpu {
 const DotKernels* dot_kernels_avx2() { return nullptr; }
+const PackedKernels* packed_kernels_avx2() { return nullptr; }
 const PackedKernels* packed_kernels_avx512vnni() { return nullptr; }
 }  // namespace sy::cpu
