@@ -191,7 +191,7 @@ bool TieredExpertStore::load_part(int slot, int i, WeightMatrix& out, double& pa
     out.data = reader_->read(s.buf[i], src.offset[i], src.m[i].bytes());
     // The same layout the resident store uses, so results are bit-identical (a file
     // written by `switchyard pack` holds it already).
-    if (!out.packed && cpu::packing_enabled() && cpu::packable(out.dtype) && cpu::packed_groups(out.cols) > 0) {
+    if (cpu::packs_at_load(out)) {
       const double t0 = now_seconds();
       auto* p = const_cast<uint8_t*>(out.data);
       for (int64_t r = 0; r < out.rows; ++r) cpu::pack_row(out.dtype, p + r * out.row_bytes(), p + r * out.row_bytes(), out.cols);

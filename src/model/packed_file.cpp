@@ -10,8 +10,7 @@
 namespace sy {
 
 bool packs_tensor(const GgufTensorInfo& t) {
-  return !t.packed && cpu::packable(t.dtype) && t.shape.size() >= 2 && t.shape.size() <= 3 &&
-         cpu::packed_groups(t.shape[0]) > 0;
+  return !t.packed && t.shape.size() >= 2 && t.shape.size() <= 3 && cpu::packable(t.dtype, t.shape[0]);
 }
 
 PackStats write_packed_model(const std::string& in, const std::string& out, ThreadPool& pool,

@@ -39,6 +39,8 @@ constexpr int64_t kGroupValues = kGroupBlocks * kQBlock;  // 256
 
 inline bool packable(DType t) { return t == DType::Q4_0 || t == DType::Q8_0; }
 inline int64_t packed_groups(int64_t n_values) { return n_values / kGroupValues; }
+// Rows of `cols` values of type t have a packed layout: Q4_0 / Q8_0 with a whole group.
+inline bool packable(DType t, int64_t cols) { return packable(t) && packed_groups(cols) > 0; }
 __attribute__((always_inline)) inline int64_t packed_group_bytes(DType t) { return t == DType::Q4_0 ? 144 : 272; }
 
 // Where group g of a packed row keeps its scales and its quant vector m (Byte: uint8_t to

@@ -29,6 +29,15 @@ SY_AVX2 __attribute__((always_inline)) inline __m256i load256(const void* p) {
 // products, which hold 8 x NT vectors and spill to the stack.
 SY_AVX2 __attribute__((always_inline)) inline void keep_in_register(__m256i& v) { asm("" : "+x"(v)); }
 
+// Every accumulator of an NR x NT tile to zero (V: __m256i or __m256).
+template <int NR, int NT, class V>
+SY_AVX2 __attribute__((always_inline)) inline void set_zero(V a[NR][NT]) {
+#pragma GCC unroll 2
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) a[r][t] = V{};
+}
+
 // One activation row's share of a group, as row_dot reads it: the 8 quant vectors
 // (vector m: values 4m..4m+3 of every block), the block sums times 8 (the Q4_0 offset) and
 // the block scales. A tile stores them group by group, the tile's tokens side by side, so
@@ -75,10 +84,7 @@ SY_AVX2 __attribute__((always_inline)) inline void group_dot(const uint8_t* cons
   if constexpr (T == DType::Q4_0) {
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     __m256i p[NR][NT];
-#pragma GCC unroll 2
-    for (int r = 0; r < NR; ++r)
-#pragma GCC unroll 4
-      for (int t = 0; t < NT; ++t) p[r][t] = _mm256_setzero_si256();
+    set_zero<NR, NT>(p);
 #pragma GCC unroll 4
     for (int m = 0; m < 4; ++m) {
       __m256i lo[NR], hi[NR];
@@ -104,10 +110,7 @@ SY_AVX2 __attribute__((always_inline)) inline void group_dot(const uint8_t* cons
       for (int t = 0; t < NT; ++t) sum[r][t] = _mm256_sub_epi32(_mm256_madd_epi16(p[r][t], ones), load256(slot[t].sum8));
   } else {
     const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
-#pragma GCC unroll 2
-    for (int r = 0; r < NR; ++r)
-#pragma GCC unroll 4
-      for (int t = 0; t < NT; ++t) sum[r][t] = _mm256_setzero_si256();
+    set_zero<NR, NT>(sum);
 #pragma GCC unroll 8
     for (int m = 0; m < 8; ++m) {
       __m256i w[NR], aw[NR];
@@ -158,10 +161,7 @@ SY_AVX2 void row_dot(const uint8_t* row, size_t row_bytes, int64_t cols, const T
   const int64_t groups = packed_groups(cols);
   const int64_t gb = packed_group_bytes(T);
   __m256 acc[NR][NT];
-#pragma GCC unroll 2
-  for (int r = 0; r < NR; ++r)
-#pragma GCC unroll 4
-    for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+  set_zero<NR, NT>(acc);
   int64_t g = 0;
   for (; g + 2 <= groups; g += 2) {  // a pair: 16 bytes of scales each, then vectors interleaved (packed.h)
     const uint8_t* sa[NR];

@@ -15,8 +15,11 @@ bool packing_enabled() {
   return enabled;
 }
 
+bool packs_at_load(const WeightMatrix& w) { return !w.packed && packable(w.dtype, w.cols) && packing_enabled(); }
+
 WeightMatrix prepare_weight(const WeightMatrix& w, WeightArena& arena, ThreadPool& pool) {
-  if (!packable(w.dtype) || packed_groups(w.cols) == 0 || (!w.packed && !packing_enabled())) return w;
+  const bool packed_in_file = w.packed && packable(w.dtype, w.cols);
+  if (!packed_in_file && !packs_at_load(w)) return w;
   // Packed in the file (`switchyard pack`) or packed now: either way into the arena, so
   // that the weights live in anonymous memory (huge pages where the arena gets them) that
   // memory pressure cannot evict, as every packed weight does.

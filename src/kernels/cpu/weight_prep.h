@@ -13,6 +13,10 @@ namespace sy::cpu {
 // on this CPU, AVX-512 VNNI or AVX2, and SY_ISA is not "scalar").
 bool packing_enabled();
 
+// True when `w` is to be packed as it is loaded: packable rows in the GGUF layout, with
+// packing enabled (a file written by `switchyard pack` holds them packed already).
+bool packs_at_load(const WeightMatrix& w);
+
 // The matrix to compute with: `w` itself, or a packed copy in `arena` (also for a matrix
 // packed in the file already).
 WeightMatrix prepare_weight(const WeightMatrix& w, WeightArena& arena, ThreadPool& pool);
