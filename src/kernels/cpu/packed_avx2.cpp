@@ -2,7 +2,8 @@
 // 8 blocks fill the 8 lanes of one 256-bit vector (packed.h), and the u8 x s8 dot product
 // that VNNI does in one instruction takes two: vpmaddubsw (pairs of bytes to int16) and
 // vpmaddwd by ones (pairs of int16 to the lane's int32). One weight row at a time (two
-// for two tokens) is unpacked into registers and reused for up to 4 activation rows.
+// for two tokens over rows already in L2) is unpacked into registers and reused for up to
+// 4 activation rows.
 #include "kernels/cpu/packed.h"
 
 #include <algorithm>
@@ -223,12 +224,15 @@ SY_AVX2 void kernel_two(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, 
       const uint8_t* w = k == 0 ? wa : wb;
       float* y = k == 0 ? ya : yb;
       int64_t r = r0;
-      // Two tokens: two rows per pass, which share the activation loads and give the core
-      // two independent chains (BM_MatmulL2 on Zen 3, six alternating pairs: Q4_0 +14% at
-      // 2048 columns and +34% at 1024, Q8_0 +10-13%; the 16-sequence decode +3-6% in
-      // three pairs). One token: no better; three tokens (two rows spill: 19 of 16 registers)
-      // measured 0.92-1.02 in six pairs.
-      if (nt == 2) {
+      // Two tokens over rows already in L2 (a later tile): two rows per pass, which share
+      // the activation loads and give the core two independent chains (BM_MatmulL2 on
+      // Zen 3, six alternating pairs: Q4_0 +14% at 2048 columns and +34% at 1024, Q8_0
+      // +10-13%). Not on the first tile, which streams the rows from memory: there two rows
+      // per pass cut the read rate by a third (BM_Matmul at 2 tokens, one thread: Q4_0 8-9
+      // -> 15 GB/s with one row, Q8_0 10 -> 17-18; the 16-sequence step's MoE time -12 to
+      // -23% in three pairs). One token: no better; three tokens (two rows spill: 19 of 16
+      // registers) measured 0.92-1.02 in six pairs.
+      if (nt == 2 && t > 0) {
         for (; r + 2 <= r1; r += 2) row_dot<T, 2, 2>(w + r * row_bytes, row_bytes, cols, tile.data(), x, t, y + r, ldy, t == 0);
       }
       for (; r < r1; ++r) {
