@@ -233,7 +233,7 @@ SY_AVX2 void kernel_two(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, 
       // -23% in three pairs). One token: no better; three tokens (two rows spill: 19 of 16
       // registers) measured 0.92-1.02 in six pairs.
       if (nt == 2 && t > 0) {
-        for (; r + 2 <= r1; r += 2) row_dot<T, 2, 2>(w + r * row_bytes, row_bytes, cols, tile.data(), x, t, y + r, ldy, t == 0);
+        for (; r + 2 <= r1; r += 2) row_dot<T, 2, 2>(w + r * row_bytes, row_bytes, cols, tile.data(), x, t, y + r, ldy, false);
       }
       for (; r < r1; ++r) {
         const uint8_t* row = w + r * row_bytes;
