@@ -3,11 +3,13 @@
 //   build/bench_kernels --benchmark_filter=Matmul
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <random>
 #include <vector>
 
 #include "base/huge_pages.h"
 #include "base/weight_arena.h"
+#include "experts/grouped_ffn.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/matmul.h"
@@ -25,16 +27,11 @@ struct Fixture {
   WeightMatrix w;
 };
 
-// A cols x rows weight of the given type with realistic values, prepared as the engine does.
-const WeightMatrix& weight(DType t, int64_t rows, int64_t cols, ThreadPool& pool) {
-  static std::vector<std::unique_ptr<Fixture>> cache;
-  static WeightArena arena;
-  for (auto& f : cache) {
-    if (f->w.dtype == t && f->w.rows == rows && f->w.cols == cols) return f->w;
-  }
+// A rows x cols weight of type t with normal(0, 0.02) values, prepared as the engine does.
+std::unique_ptr<Fixture> make_fixture(DType t, int64_t rows, int64_t cols, std::mt19937& rng, WeightArena& arena,
+                                      ThreadPool& pool) {
   auto f = std::make_unique<Fixture>();
   f->bytes.resize(dtype_row_bytes(t, cols) * rows);
-  std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.0f, 0.02f);
   std::vector<float> row(cols);
   for (int64_t r = 0; r < rows; ++r) {
@@ -42,7 +39,18 @@ const WeightMatrix& weight(DType t, int64_t rows, int64_t cols, ThreadPool& pool
     quantize_row(t, row.data(), f->bytes.data() + r * dtype_row_bytes(t, cols), cols);
   }
   f->w = prepare_weight(WeightMatrix{t, rows, cols, f->bytes.data(), "bench"}, arena, pool);
-  cache.push_back(std::move(f));
+  return f;
+}
+
+// One such weight per (type, shape), made on first use.
+const WeightMatrix& weight(DType t, int64_t rows, int64_t cols, ThreadPool& pool) {
+  static std::vector<std::unique_ptr<Fixture>> cache;
+  static WeightArena arena;
+  for (auto& f : cache) {
+    if (f->w.dtype == t && f->w.rows == rows && f->w.cols == cols) return f->w;
+  }
+  std::mt19937 rng(1);
+  cache.push_back(make_fixture(t, rows, cols, rng, arena, pool));
   return cache.back()->w;
 }
 
@@ -77,6 +85,86 @@ void BM_StreamRead(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
 }
 BENCHMARK(BM_StreamRead)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// One MoE layer's experts at decode, as the engine runs them: `tokens` tokens routed top-8
+// over 64 experts of olmoe's shape (2048 wide, FFN 1024), a fresh layer of experts each
+// iteration out of 4 (0.9 GB at Q4_0), so every expert is streamed from memory. After each
+// layer the bandwidth probe reads as many bytes from a buffer beyond the LLC, so
+// pct_of_probe compares the two in the same second (this VM's bandwidth drifts by 1.5x
+// between runs).
+void BM_GroupedFfn(benchmark::State& state) {
+  const auto t = static_cast<DType>(state.range(0));
+  const int64_t tokens = state.range(1);
+  constexpr int kLayers = 4, kExperts = 64, kUsed = 8;
+  constexpr int64_t kEmbd = 2048, kFf = 1024;
+  ThreadPool pool(static_cast<int>(state.range(2)));
+  static std::vector<std::unique_ptr<Fixture>> store;
+  static WeightArena arena;
+  static DType stored = DType::F32;
+  static std::vector<FfnWeights> experts;
+  if (stored != t) {
+    store.clear();
+    experts.clear();
+    std::mt19937 rng(1);
+    auto make = [&](int64_t rows, int64_t cols) {
+      store.push_back(make_fixture(t, rows, cols, rng, arena, pool));
+      return store.back()->w;
+    };
+    for (int e = 0; e < kLayers * kExperts; ++e) {
+      FfnWeights w;
+      w.gate = make(kFf, kEmbd);
+      w.up = make(kFf, kEmbd);
+      w.down = make(kEmbd, kFf);
+      experts.push_back(w);
+    }
+    stored = t;
+  }
+  std::vector<float> xs(tokens * kUsed * kEmbd, 0.1f), y(tokens * kUsed * kEmbd);
+  std::mt19937 rng(7);
+  GroupedFfn ffn;
+  std::vector<FfnJob> jobs;
+  int layer = 0;
+  size_t bytes = 0, probed = 0, probe_at = 0;
+  double ffn_s = 0, probe_s = 0;
+  static HugePageMemory probe_buf(size_t{1} << 30, true);
+  for (auto _ : state) {
+    // Counts per expert from a random top-8 per token, then one job per active expert.
+    std::vector<int64_t> count(kExperts, 0);
+    for (int64_t i = 0; i < tokens; ++i) {
+      std::vector<int> ids(kExperts);
+      for (int e = 0; e < kExperts; ++e) ids[e] = e;
+      std::shuffle(ids.begin(), ids.end(), rng);
+      for (int k = 0; k < kUsed; ++k) count[ids[k]]++;
+    }
+    jobs.clear();
+    int64_t row0 = 0;
+    for (int e = 0; e < kExperts; ++e) {
+      if (count[e] == 0) continue;
+      jobs.push_back({experts[layer * kExperts + e], row0, count[e]});
+      bytes += experts[layer * kExperts + e].bytes();
+      row0 += count[e];
+    }
+    layer = (layer + 1) % kLayers;
+    const auto t0 = std::chrono::steady_clock::now();
+    ffn.run(jobs, {xs.data(), row0, kEmbd}, {y.data(), kEmbd}, pool);
+    benchmark::DoNotOptimize(y.data());
+    const auto t1 = std::chrono::steady_clock::now();
+    // The same bytes read by the bandwidth probe right after, from a buffer beyond the LLC.
+    const size_t want = (bytes - probed + 4095) / 4096 * 4096;
+    if (probe_at + want > probe_buf.size()) probe_at = 0;
+    benchmark::DoNotOptimize(stream_read(probe_buf.data() + probe_at, want, pool));
+    probe_at += want;
+    probed += want;
+    const auto t2 = std::chrono::steady_clock::now();
+    ffn_s += std::chrono::duration<double>(t1 - t0).count();
+    probe_s += std::chrono::duration<double>(t2 - t1).count();
+  }
+  state.counters["ffn_GBps"] = bytes / ffn_s / 1e9;
+  state.counters["probe_GBps"] = probed / probe_s / 1e9;
+  state.counters["pct_of_probe"] = 100.0 * (bytes / ffn_s) / (probed / probe_s);
+  state.SetLabel(dtype_name(t));
+}
+BENCHMARK(BM_GroupedFfn)->ArgsProduct({{int(DType::Q4_0), int(DType::Q8_0)}, {1, 16}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The same kernels on a 256-row matrix that stays in L2: their compute rate.
 void BM_MatmulL2(benchmark::State& state) {
