@@ -147,7 +147,7 @@ SY_AVX2 __attribute__((always_inline)) inline void group_dot(const uint8_t* cons
 // fall behind). 2 KiB rather than 4: with both threads streaming, a decode step read at
 // 79-82% of the bandwidth probed alongside instead of 73-76% (bench --batch 1, three
 // alternating pairs on olmoe Q4_0; 16 sequences 59-64% instead of 56-58%), and
-// BM_GroupedFfn at one token 85-89% of its probe instead of 81-85%. 1 and 1.5 KiB
+// BM_GroupedFfn at one token a median 89% of its probe instead of 83%. 1 and 1.5 KiB
 // measured the same as 2; no prefetch, 76%.
 template <DType T>
 SY_AVX2 __attribute__((always_inline)) inline void prefetch_pair_ahead(const uint8_t* pair) {
