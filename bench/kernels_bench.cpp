@@ -3,7 +3,9 @@
 //   build/bench_kernels --benchmark_filter=Matmul
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -127,12 +129,12 @@ void BM_GroupedFfn(benchmark::State& state) {
   size_t bytes = 0, probed = 0, probe_at = 0;
   double ffn_s = 0, probe_s = 0;
   static HugePageMemory probe_buf(size_t{1} << 30, true);
+  std::vector<int> ids(kExperts);
+  std::iota(ids.begin(), ids.end(), 0);
   for (auto _ : state) {
     // Counts per expert from a random top-8 per token, then one job per active expert.
     std::vector<int64_t> count(kExperts, 0);
     for (int64_t i = 0; i < tokens; ++i) {
-      std::vector<int> ids(kExperts);
-      for (int e = 0; e < kExperts; ++e) ids[e] = e;
       std::shuffle(ids.begin(), ids.end(), rng);
       for (int k = 0; k < kUsed; ++k) count[ids[k]]++;
     }
