@@ -41,7 +41,22 @@ inline bool packable(DType t) { return t == DType::Q4_0 || t == DType::Q8_0; }
 inline int64_t packed_groups(int64_t n_values) { return n_values / kGroupValues; }
 // Rows of `cols` values of type t have a packed layout: Q4_0 / Q8_0 with a whole group.
 inline bool packable(DType t, int64_t cols) { return packable(t) && packed_groups(cols) > 0; }
-__attribute__((always_inline)) inline int64_t packed_group_bytes(DType t) { return t == DType::Q4_0 ? 144 : 272; }
+__attribute__((always_inline)) constexpr int64_t packed_group_bytes(DType t) { return t == DType::Q4_0 ? 144 : 272; }
+
+// Prefetches a group pair's cache lines 2 KiB ahead into L1. The first token tile over a
+// row streams it from memory, and the hardware prefetchers alone fall behind (one token:
+// ~0.75 of the read bandwidth on Zen 3, a third on Zen 4). 2 KiB was measured best on
+// both: Zen 3 (AVX2) BM_GroupedFfn at one token a median 89% of its probe against 83% at
+// 4 KiB; Zen 4 (AVX-512) six in-process A/B runs of BM_GroupedFfn Q4_0, 2 KiB 1-3% faster
+// than 8 KiB in each, BM_Matmul one token one thread +6-10%; 1 KiB and 4 KiB level with
+// 2 KiB, Q8_0 level at 2-8 KiB (docs/performance.md, sixteenth session).
+constexpr int64_t kPrefetchAheadBytes = 2048;
+template <DType T>
+__attribute__((always_inline)) inline void prefetch_pair_ahead(const uint8_t* pair) {
+  constexpr int64_t kPairBytes = 2 * packed_group_bytes(T);
+#pragma GCC unroll 9
+  for (int64_t off = 0; off < kPairBytes; off += 64) __builtin_prefetch(pair + kPrefetchAheadBytes + off, 0, 3);
+}
 
 // Where group g of a packed row keeps its scales and its quant vector m (Byte: uint8_t to
 // write the row, const uint8_t to read it).

@@ -141,21 +141,6 @@ SY_AVX2 __attribute__((always_inline)) inline void group_dot(const uint8_t* cons
   }
 }
 
-// Prefetches a group pair's bytes 2 KiB ahead. The first token tile over a row reads it
-// from memory: prefetching took the one-token stream from ~0.75 of the read bandwidth to
-// ~0.95 (Zen 3, one thread, BM_Matmul against BM_StreamRead; the hardware prefetchers alone
-// fall behind). 2 KiB rather than 4: with both threads streaming, a decode step read at
-// 79-82% of the bandwidth probed alongside instead of 73-76% (bench --batch 1, three
-// alternating pairs on olmoe Q4_0; 16 sequences 59-64% instead of 56-58%), and
-// BM_GroupedFfn at one token a median 89% of its probe instead of 83%. 1 and 1.5 KiB
-// measured the same as 2; no prefetch, 76%.
-template <DType T>
-SY_AVX2 __attribute__((always_inline)) inline void prefetch_pair_ahead(const uint8_t* pair) {
-  constexpr int64_t kAhead = 2048, kBytes = 2 * (T == DType::Q4_0 ? 144 : 272);
-#pragma GCC unroll 9
-  for (int64_t off = 0; off < kBytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(pair + kAhead + off), _MM_HINT_T0);
-}
-
 // NR weight rows (row k at row + k * row_bytes, its results at out[k + t * ldy]) against
 // the NT activation rows of `tile`, from activation row t0 (the tail blocks of rows whose
 // length is no multiple of 256 come from x). The lanes are summed once at the end: every

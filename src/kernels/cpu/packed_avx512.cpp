@@ -91,17 +91,6 @@ SY_VNNI __attribute__((always_inline)) inline __m256 group_dot(const __m256i w[8
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_loadu_ps(xd)), acc);
 }
 
-// Prefetches every cache line of a group pair 8 KiB ahead of `pair`: rows are streamed
-// once, and this machine's hardware prefetchers alone stream them at a third of the read
-// bandwidth. One token, single thread (BM_Matmul/2/1/1 over BM_StreamRead/1, same
-// process): 4 KiB ahead 0.56-0.76 of the read rate, 8 KiB 0.76-1.01, 12-24 KiB no better.
-template <DType T>
-SY_VNNI __attribute__((always_inline)) inline void prefetch_pair_ahead(const uint8_t* pair) {
-  const int64_t bytes = 2 * packed_group_bytes(T);
-#pragma GCC unroll 9
-  for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(pair + 8192 + off), _MM_HINT_T0);
-}
-
 // Token t's per-block terms for the group pair starting at block b: the quant sums times
 // the weights' offset (bias) and the activation scales (xd).
 template <DType T>
