@@ -73,7 +73,7 @@ void BM_Matmul(benchmark::State& state) {
   state.SetLabel(dtype_name(t) + (w.packed ? " packed" : ""));
 }
 BENCHMARK(BM_Matmul)
-    ->ArgsProduct({{int(DType::Q4_0), int(DType::Q8_0), int(DType::F16), int(DType::BF16)}, {1, 2, 4, 8, 32}, {1, 2}})
+    ->ArgsProduct({{int(DType::Q4_0), int(DType::Q8_0), int(DType::F16), int(DType::BF16)}, {1, 2, 4, 8, 16, 32}, {1, 2}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

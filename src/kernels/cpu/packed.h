@@ -26,6 +26,7 @@
 // sums of quants in block order.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -57,6 +58,38 @@ __attribute__((always_inline)) inline void prefetch_pair_ahead(const uint8_t* pa
 #pragma GCC unroll 9
   for (int64_t off = 0; off < kPairBytes; off += 64) __builtin_prefetch(pair + kPrefetchAheadBytes + off, 0, 3);
 }
+
+// L2 prefetches of the next block of rows, handed out a slice per token tile: the later
+// token tiles over a block of rows find it in cache and leave the memory idle, while the
+// first tile over the next block would wait on memory at every line. Spread over those
+// later tiles, the next block arrives in L2 in time (AVX-512 wide tiles on Zen 4,
+// BM_Matmul Q4_0 at 2 threads, in-process A/B: 16 tokens x1.39-1.42, 32 tokens x1.18-1.23;
+// `bench --batch 16` projections 26 -> 19 ms and output 9 -> 6.6 ms per step).
+struct LinePrefetch {
+  const uint8_t* next = nullptr;
+  int64_t lines = 0;
+  // The next `n` lines of the slice (fewer where it runs out), into L2.
+  __attribute__((always_inline)) void issue(int64_t n) {
+    for (; n > 0 && lines > 0; --n, --lines, next += 64) __builtin_prefetch(next, 0, 2);
+  }
+};
+class NextBlockPrefetch {
+ public:
+  // `bytes` from `next` (none when 0) in `slices` slices.
+  NextBlockPrefetch(const uint8_t* next, int64_t bytes, int64_t slices)
+      : next_(next), lines_((bytes + 63) / 64), per_slice_(slices > 0 ? (lines_ + slices - 1) / slices : lines_) {}
+  LinePrefetch slice() {
+    const int64_t n = std::min(per_slice_, lines_);
+    LinePrefetch s{next_, n};
+    next_ += 64 * n;
+    lines_ -= n;
+    return s;
+  }
+
+ private:
+  const uint8_t* next_;
+  int64_t lines_, per_slice_;
+};
 
 // Where group g of a packed row keeps its scales and its quant vector m (Byte: uint8_t to
 // write the row, const uint8_t to read it).

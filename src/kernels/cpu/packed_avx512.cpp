@@ -230,9 +230,12 @@ SY_VNNI void rows_dot(const uint8_t* const* row, int64_t cols, const PackedActiv
 // NR x NT accumulators (4 x 2 for Q4_0; see matrix_wide_q4_0 for the measurements).
 template <DType T, int NR, int NT>
 SY_VNNI void rows_dot_wide(const uint8_t* row, size_t row_bytes, int64_t cols, const PackedActivations& x, int64_t t0,
-                           float* out, int64_t ldy, bool prefetch) {
+                           float* out, int64_t ldy, bool prefetch, LinePrefetch next = {}) {
   const int64_t groups = packed_groups(cols);
   const int64_t gb = packed_group_bytes(T);
+  // The next block's slice, spread over the group pairs.
+  const int64_t pairs = std::max<int64_t>(1, groups / 2);
+  const int64_t next_per_pair = (next.lines + pairs - 1) / pairs;
   __m512 acc[NR][NT];
 #pragma GCC unroll 4
   for (int i = 0; i < NR; ++i)
@@ -249,6 +252,7 @@ SY_VNNI void rows_dot_wide(const uint8_t* row, size_t row_bytes, int64_t cols, c
       if (prefetch) prefetch_pair_ahead<T>(grp[i]);
       dw[i] = pair_scales(grp[i]);
     }
+    next.issue(next_per_pair);
     __m512i a[NR][NT];
 #pragma GCC unroll 4
     for (int i = 0; i < NR; ++i)
@@ -357,18 +361,24 @@ SY_VNNI void tile(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_
 SY_VNNI void matrix_wide_q4_0(const uint8_t* w, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
                               const PackedActivations& x, int64_t t0, int64_t t1, float* y, int64_t ldy) {
   constexpr DType T = DType::Q4_0;
-  // NR rows from row r over the token rows, two at a time.
-  auto rows_from = [&]<int NR>(int64_t r) {
+  // NR rows from row r over the token rows, two at a time; the tiles after the first
+  // prefetch the next block (first token chunk only: later chunks find the rows in L2).
+  auto rows_from = [&]<int NR>(int64_t r, NextBlockPrefetch& next) {
     const uint8_t* row = w + r * row_bytes;
     int64_t t = t0;
-    for (; t + 2 <= t1; t += 2) rows_dot_wide<T, NR, 2>(row, row_bytes, cols, x, t, y + r, ldy, t == 0);
+    for (; t + 2 <= t1; t += 2) {
+      rows_dot_wide<T, NR, 2>(row, row_bytes, cols, x, t, y + r, ldy, t == 0, t > 0 ? next.slice() : LinePrefetch{});
+    }
     if (t < t1) rows_dot_wide<T, NR, 1>(row, row_bytes, cols, x, t, y + r, ldy, t == 0);
   };
   for (int64_t rb = r0; rb < r1; rb += 16) {
     const int64_t re = std::min(r1, rb + 16);
+    const int64_t next_rows = t0 == 0 ? std::min(r1, re + 16) - re : 0;
+    const int64_t later_tiles = (re - rb + 3) / 4 * ((t1 - t0) / 2 - 1);
+    NextBlockPrefetch next(w + re * row_bytes, next_rows * static_cast<int64_t>(row_bytes), later_tiles);
     int64_t r = rb;
-    for (; r + 4 <= re; r += 4) rows_from.template operator()<4>(r);
-    for (; r < re; ++r) rows_from.template operator()<1>(r);
+    for (; r + 4 <= re; r += 4) rows_from.template operator()<4>(r, next);
+    for (; r < re; ++r) rows_from.template operator()<1>(r, next);
   }
 }
 
