@@ -72,6 +72,7 @@ struct LinePrefetch {
   __attribute__((always_inline)) void issue(int64_t n) {
     for (; n > 0 && lines > 0; --n, --lines, next += 64) __builtin_prefetch(next, 0, 2);
   }
+  __attribute__((always_inline)) void issue_all() { issue(lines); }
 };
 class NextBlockPrefetch {
  public:

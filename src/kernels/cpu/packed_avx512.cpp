@@ -329,12 +329,18 @@ SY_VNNI void rows_dot_wide(const uint8_t* row, size_t row_bytes, int64_t cols, c
 // vector is loaded once for both). One matrix goes one row at a time: pairing its rows r
 // and r + 1 the same way streamed it from memory 15-27% slower at 1-2 tokens (Q8_0 up to
 // 4 tokens), and no faster at 3-4 (in-process A/B over 150 MB, 2 threads).
+// `next` (null on a first tile): each matrix's next block, a slice per row.
 template <DType T, int NT>
 SY_VNNI void tile(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
-                  const PackedActivations& x, int64_t t0, float* ya, float* yb, int64_t ldy) {
+                  const PackedActivations& x, int64_t t0, float* ya, float* yb, int64_t ldy,
+                  NextBlockPrefetch* next = nullptr) {
   if constexpr (NT <= 4) {
     if (wb) {
       for (int64_t r = r0; r < r1; ++r) {
+        if (next) {
+          next[0].slice().issue_all();
+          next[1].slice().issue_all();
+        }
         const uint8_t* rows[2] = {wa + r * row_bytes, wb + r * row_bytes};
         float* outs[2] = {ya + r, yb + r};
         rows_dot<T, 2, NT>(rows, cols, x, t0, outs, ldy);
@@ -346,6 +352,7 @@ SY_VNNI void tile(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_
     const uint8_t* w = m == 0 ? wa : wb;
     float* y = m == 0 ? ya : yb;
     for (int64_t r = r0; r < r1; ++r) {
+      if (next) next[m].slice().issue_all();
       const uint8_t* rows[1] = {w + r * row_bytes};
       float* outs[1] = {y + r};
       rows_dot<T, 1, NT>(rows, cols, x, t0, outs, ldy);
@@ -389,17 +396,24 @@ SY_VNNI void matrices_narrow(const uint8_t* wa, const uint8_t* wb, size_t row_by
                              const PackedActivations& x, int64_t t0, int64_t t1, float* ya, float* yb, int64_t ldy) {
   for (int64_t rb = r0; rb < r1; rb += 16) {
     const int64_t re = std::min(r1, rb + 16);
+    // The tiles after the first run on cached rows and prefetch the next block (first
+    // token chunk only, as in matrix_wide_q4_0).
+    const int64_t next_bytes = t0 == 0 ? (std::min(r1, re + 16) - re) * static_cast<int64_t>(row_bytes) : 0;
+    const int64_t later_rows = ((t1 - t0 + 7) / 8 - 1) * (re - rb);
+    NextBlockPrefetch next[2] = {{wa + re * row_bytes, next_bytes, later_rows},
+                                 {wb ? wb + re * row_bytes : nullptr, wb ? next_bytes : 0, later_rows}};
     int64_t t = t0;
-    for (; t + 8 <= t1; t += 8) tile<T, 8>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy);
+    for (; t + 8 <= t1; t += 8) tile<T, 8>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy, t > t0 ? next : nullptr);
     // The rest in one tile, so the weights are unpacked once more at most.
+    NextBlockPrefetch* rest = t > t0 ? next : nullptr;
     switch (t1 - t) {
-      case 7: tile<T, 7>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy); break;
-      case 6: tile<T, 6>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy); break;
-      case 5: tile<T, 5>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy); break;
-      case 4: tile<T, 4>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy); break;
-      case 3: tile<T, 3>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy); break;
-      case 2: tile<T, 2>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy); break;
-      case 1: tile<T, 1>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy); break;
+      case 7: tile<T, 7>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy, rest); break;
+      case 6: tile<T, 6>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy, rest); break;
+      case 5: tile<T, 5>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy, rest); break;
+      case 4: tile<T, 4>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy, rest); break;
+      case 3: tile<T, 3>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy, rest); break;
+      case 2: tile<T, 2>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy, rest); break;
+      case 1: tile<T, 1>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy, rest); break;
       default: break;
     }
   }
