@@ -62,9 +62,11 @@ __attribute__((always_inline)) inline void prefetch_pair_ahead(const uint8_t* pa
 // L2 prefetches of the next block of rows, handed out a slice per token tile: the later
 // token tiles over a block of rows find it in cache and leave the memory idle, while the
 // first tile over the next block would wait on memory at every line. Spread over those
-// later tiles, the next block arrives in L2 in time (AVX-512 wide tiles on Zen 4,
-// BM_Matmul Q4_0 at 2 threads, in-process A/B: 16 tokens x1.39-1.42, 32 tokens x1.18-1.23;
-// `bench --batch 16` projections 26 -> 19 ms and output 9 -> 6.6 ms per step).
+// later tiles, the next block arrives in L2 in time. AVX-512 on Zen 4, 2 threads:
+// BM_Matmul Q4_0 (wide tiles) 16 tokens x1.39-1.42, 32 tokens x1.18-1.23 (in-process
+// A/B), Q8_0 (8-token tiles) 16 tokens +10%; `bench --batch 16` projections 26 -> 21 ms
+// and output head 8.6 -> 6.5 ms per step. (The AVX2 kernels run each token tile over a
+// task's whole row range, so there is no next block to hand out.)
 struct LinePrefetch {
   const uint8_t* next = nullptr;
   int64_t lines = 0;
