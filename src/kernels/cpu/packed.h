@@ -78,9 +78,12 @@ struct LinePrefetch {
 };
 class NextBlockPrefetch {
  public:
-  // `bytes` from `next` (none when 0) in `slices` slices.
-  NextBlockPrefetch(const uint8_t* next, int64_t bytes, int64_t slices)
-      : next_(next), lines_((bytes + 63) / 64), per_slice_(slices > 0 ? (lines_ + slices - 1) / slices : lines_) {}
+  NextBlockPrefetch() = default;  // nothing to prefetch
+  // Rows [from, to) of the matrix at w (rows row_bytes apart), in `slices` slices.
+  NextBlockPrefetch(const uint8_t* w, size_t row_bytes, int64_t from, int64_t to, int64_t slices)
+      : next_(w + from * static_cast<int64_t>(row_bytes)),
+        lines_(((to - from) * static_cast<int64_t>(row_bytes) + 63) / 64),
+        per_slice_(slices > 0 ? (lines_ + slices - 1) / slices : lines_) {}
   LinePrefetch slice() {
     const int64_t n = std::min(per_slice_, lines_);
     LinePrefetch s{next_, n};
@@ -90,8 +93,8 @@ class NextBlockPrefetch {
   }
 
  private:
-  const uint8_t* next_;
-  int64_t lines_, per_slice_;
+  const uint8_t* next_ = nullptr;
+  int64_t lines_ = 0, per_slice_ = 0;
 };
 
 // Where group g of a packed row keeps its scales and its quant vector m (Byte: uint8_t to

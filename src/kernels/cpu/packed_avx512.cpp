@@ -380,9 +380,9 @@ SY_VNNI void matrix_wide_q4_0(const uint8_t* w, size_t row_bytes, int64_t cols, 
   };
   for (int64_t rb = r0; rb < r1; rb += 16) {
     const int64_t re = std::min(r1, rb + 16);
-    const int64_t next_rows = t0 == 0 ? std::min(r1, re + 16) - re : 0;
     const int64_t later_tiles = (re - rb + 3) / 4 * ((t1 - t0) / 2 - 1);
-    NextBlockPrefetch next(w + re * row_bytes, next_rows * static_cast<int64_t>(row_bytes), later_tiles);
+    NextBlockPrefetch next;
+    if (t0 == 0) next = {w, row_bytes, re, std::min(r1, re + 16), later_tiles};
     int64_t r = rb;
     for (; r + 4 <= re; r += 4) rows_from.template operator()<4>(r, next);
     for (; r < re; ++r) rows_from.template operator()<1>(r, next);
@@ -397,11 +397,13 @@ SY_VNNI void matrices_narrow(const uint8_t* wa, const uint8_t* wb, size_t row_by
   for (int64_t rb = r0; rb < r1; rb += 16) {
     const int64_t re = std::min(r1, rb + 16);
     // The tiles after the first run on cached rows and prefetch the next block (first
-    // token chunk only, as in matrix_wide_q4_0).
-    const int64_t next_bytes = t0 == 0 ? (std::min(r1, re + 16) - re) * static_cast<int64_t>(row_bytes) : 0;
-    const int64_t later_rows = ((t1 - t0 + 7) / 8 - 1) * (re - rb);
-    NextBlockPrefetch next[2] = {{wa + re * row_bytes, next_bytes, later_rows},
-                                 {wb ? wb + re * row_bytes : nullptr, wb ? next_bytes : 0, later_rows}};
+    // token chunk only, as in matrix_wide_q4_0); a single tile has none to run.
+    NextBlockPrefetch next[2];
+    if (t0 == 0 && t1 - t0 > 8) {
+      const int64_t later_rows = ((t1 - t0 + 7) / 8 - 1) * (re - rb);
+      next[0] = {wa, row_bytes, re, std::min(r1, re + 16), later_rows};
+      if (wb) next[1] = {wb, row_bytes, re, std::min(r1, re + 16), later_rows};
+    }
     int64_t t = t0;
     for (; t + 8 <= t1; t += 8) tile<T, 8>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy, t > t0 ? next : nullptr);
     // The rest in one tile, so the weights are unpacked once more at most.
