@@ -155,7 +155,7 @@ SY_VNNI __attribute__((always_inline)) inline void add_rest(const uint8_t* row, 
 // twice the multiply-adds per cycle of the 256-bit form.
 template <DType T, int NR, int NT>
 SY_VNNI void rows_dot(const uint8_t* const* row, int64_t cols, const PackedActivations& x, int64_t t0, float* const* out,
-                      int64_t ldy) {
+                      int64_t ldy, int64_t far = 0) {
   const int64_t groups = packed_groups(cols);
   const int64_t gb = packed_group_bytes(T);
   // One token alone: two chains per row, or the dependent vpdpbusd latency shows.
@@ -173,6 +173,7 @@ SY_VNNI void rows_dot(const uint8_t* const* row, int64_t cols, const PackedActiv
     for (int i = 0; i < NR; ++i) {
       const uint8_t* grp = row[i] + g * gb;
       prefetch_pair_ahead<T>(grp);
+      prefetch_pair_far<T>(grp, far);
       load_pair<T>(grp, wq[i]);
       dw[i] = pair_scales(grp);
     }
@@ -329,11 +330,13 @@ SY_VNNI void rows_dot_wide(const uint8_t* row, size_t row_bytes, int64_t cols, c
 // vector is loaded once for both). One matrix goes one row at a time: pairing its rows r
 // and r + 1 the same way streamed it from memory 15-27% slower at 1-2 tokens (Q8_0 up to
 // 4 tokens), and no faster at 3-4 (in-process A/B over 150 MB, 2 threads).
-// `next` (null on a first tile): each matrix's next block, a slice per row.
+// `next` (null on a first tile): each matrix's next block, a slice per row; `far`: the rows
+// ahead of a single tile.
 template <DType T, int NT>
 SY_VNNI void tile(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
                   const PackedActivations& x, int64_t t0, float* ya, float* yb, int64_t ldy,
-                  NextBlockPrefetch* next = nullptr) {
+                  NextBlockPrefetch* next = nullptr, const RowsAhead& far = {}) {
+  auto far_of = [&](int64_t r) { return kRowsAheadPays<T, NT> ? far.offset(r) : 0; };
   if constexpr (NT <= 4) {
     if (wb) {
       for (int64_t r = r0; r < r1; ++r) {
@@ -343,7 +346,7 @@ SY_VNNI void tile(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_
         }
         const uint8_t* rows[2] = {wa + r * row_bytes, wb + r * row_bytes};
         float* outs[2] = {ya + r, yb + r};
-        rows_dot<T, 2, NT>(rows, cols, x, t0, outs, ldy);
+        rows_dot<T, 2, NT>(rows, cols, x, t0, outs, ldy, far_of(r));
       }
       return;
     }
@@ -355,7 +358,7 @@ SY_VNNI void tile(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_
       if (next) next[m].slice().issue_all();
       const uint8_t* rows[1] = {w + r * row_bytes};
       float* outs[1] = {y + r};
-      rows_dot<T, 1, NT>(rows, cols, x, t0, outs, ldy);
+      rows_dot<T, 1, NT>(rows, cols, x, t0, outs, ldy, far_of(r));
     }
   }
 }
@@ -399,23 +402,25 @@ SY_VNNI void matrices_narrow(const uint8_t* wa, const uint8_t* wb, size_t row_by
     // The tiles after the first run on cached rows and prefetch the next block (first
     // token chunk only, as in matrix_wide_q4_0); a single tile has none to run.
     NextBlockPrefetch next[2];
+    // A single tile reads the rows from memory: the rows some way ahead go to L2.
+    const RowsAhead far = t1 - t0 <= 8 ? RowsAhead(row_bytes, r1) : RowsAhead();
     if (t0 == 0 && t1 - t0 > 8) {
       const int64_t later_rows = ((t1 - t0 + 7) / 8 - 1) * (re - rb);
       next[0] = {wa, row_bytes, re, std::min(r1, re + 16), later_rows};
       if (wb) next[1] = {wb, row_bytes, re, std::min(r1, re + 16), later_rows};
     }
     int64_t t = t0;
-    for (; t + 8 <= t1; t += 8) tile<T, 8>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy, t > t0 ? next : nullptr);
+    for (; t + 8 <= t1; t += 8) tile<T, 8>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy, t > t0 ? next : nullptr, far);
     // The rest in one tile, so the weights are unpacked once more at most.
     NextBlockPrefetch* rest = t > t0 ? next : nullptr;
     switch (t1 - t) {
-      case 7: tile<T, 7>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy, rest); break;
-      case 6: tile<T, 6>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy, rest); break;
-      case 5: tile<T, 5>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy, rest); break;
-      case 4: tile<T, 4>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy, rest); break;
-      case 3: tile<T, 3>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy, rest); break;
-      case 2: tile<T, 2>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy, rest); break;
-      case 1: tile<T, 1>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy, rest); break;
+      case 7: tile<T, 7>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy, rest, far); break;
+      case 6: tile<T, 6>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy, rest, far); break;
+      case 5: tile<T, 5>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy, rest, far); break;
+      case 4: tile<T, 4>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy, rest, far); break;
+      case 3: tile<T, 3>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy, rest, far); break;
+      case 2: tile<T, 2>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy, rest, far); break;
+      case 1: tile<T, 1>(wa, wb, row_bytes, cols, rb, re, x, t, ya, yb, ldy, rest, far); break;
       default: break;
     }
   }
