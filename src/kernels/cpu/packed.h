@@ -102,12 +102,13 @@ class NextBlockPrefetch {
 // in flight while a row's compute runs; these far lines go to L2, where the near prefetch
 // then finds them. Issued a group pair at a time, beside the near prefetch: issued a row
 // at a time, the burst cost more than it gained. Clamped to the task's rows, so no bytes
-// of another tile or matrix are fetched. AVX-512, 2 threads, in-process A/B (steps
-// alternating in one `bench` run), slow-memory minutes unless said:
+// of another tile or matrix are fetched. AVX-512 on Zen 4, 2 threads, in-process A/B
+// (steps alternating in one `bench` run):
 //   Q8_0: 16 sequences +6-14%, 32 sequences +12-14%, batch 1 +6-21%;
-//   Q4_0: 16 sequences +0.3-4.9% (mean 2%), 32 sequences +3-6%; at one token -3% in slow
-//   minutes and +4-7% in fast ones, so Q4_0 takes it from two tokens on.
-// 8-32 KiB ahead measured alike (BM_GroupedFfn-style A/B); 16 KiB sits in the middle.
+//   Q4_0: 16 sequences +0.3-4.9% (mean 2%), 32 sequences +3-6%; at one token 3% slower
+//   on average in slow-memory minutes, 2-7% faster in fast ones: from two tokens on only.
+// 8-32 KiB ahead measured alike; 16 KiB sits in the middle. The AVX2 kernels do without
+// (not measured on a Zen 3 host).
 constexpr int64_t kRowsAheadBytes = 16384;
 class RowsAhead {
  public:

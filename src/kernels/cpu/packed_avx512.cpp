@@ -397,13 +397,13 @@ SY_VNNI void matrix_wide_q4_0(const uint8_t* w, size_t row_bytes, int64_t cols, 
 template <DType T>
 SY_VNNI void matrices_narrow(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
                              const PackedActivations& x, int64_t t0, int64_t t1, float* ya, float* yb, int64_t ldy) {
+  // A single tile reads the rows from memory: the rows some way ahead go to L2.
+  const RowsAhead far = t1 - t0 <= 8 ? RowsAhead(row_bytes, r1) : RowsAhead();
   for (int64_t rb = r0; rb < r1; rb += 16) {
     const int64_t re = std::min(r1, rb + 16);
     // The tiles after the first run on cached rows and prefetch the next block (first
     // token chunk only, as in matrix_wide_q4_0); a single tile has none to run.
     NextBlockPrefetch next[2];
-    // A single tile reads the rows from memory: the rows some way ahead go to L2.
-    const RowsAhead far = t1 - t0 <= 8 ? RowsAhead(row_bytes, r1) : RowsAhead();
     if (t0 == 0 && t1 - t0 > 8) {
       const int64_t later_rows = ((t1 - t0 + 7) / 8 - 1) * (re - rb);
       next[0] = {wa, row_bytes, re, std::min(r1, re + 16), later_rows};
