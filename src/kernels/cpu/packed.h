@@ -52,11 +52,16 @@ __attribute__((always_inline)) constexpr int64_t packed_group_bytes(DType t) { r
 // than 8 KiB in each, BM_Matmul one token one thread +6-10%; 1 KiB and 4 KiB level with
 // 2 KiB, Q8_0 level at 2-8 KiB (docs/performance.md, sixteenth session).
 constexpr int64_t kPrefetchAheadBytes = 2048;
-template <DType T>
-__attribute__((always_inline)) inline void prefetch_pair_ahead(const uint8_t* pair) {
+// The lines of a group pair's bytes starting at p (locality 3: into L1, 2: into L2).
+template <DType T, int Locality>
+__attribute__((always_inline)) inline void prefetch_pair_lines(const uint8_t* p) {
   constexpr int64_t kPairBytes = 2 * packed_group_bytes(T);
 #pragma GCC unroll 9
-  for (int64_t off = 0; off < kPairBytes; off += 64) __builtin_prefetch(pair + kPrefetchAheadBytes + off, 0, 3);
+  for (int64_t off = 0; off < kPairBytes; off += 64) __builtin_prefetch(p + off, 0, Locality);
+}
+template <DType T>
+__attribute__((always_inline)) inline void prefetch_pair_ahead(const uint8_t* pair) {
+  prefetch_pair_lines<T, 3>(pair + kPrefetchAheadBytes);
 }
 
 // L2 prefetches of the next block of rows, handed out a slice per token tile: the later
@@ -114,15 +119,17 @@ class RowsAhead {
  public:
   RowsAhead() = default;  // nothing to prefetch
   // Rows before `end` of a matrix whose rows are row_bytes apart.
-  RowsAhead(size_t row_bytes, int64_t end)
-      : row_bytes_(static_cast<int64_t>(row_bytes)),
-        end_(end),
-        ahead_(std::max<int64_t>(1, kRowsAheadBytes / std::max<int64_t>(1, row_bytes_))) {}
+  RowsAhead(size_t row_bytes, int64_t end) {
+    const int64_t rb = std::max<int64_t>(1, static_cast<int64_t>(row_bytes));
+    const int64_t ahead = std::max<int64_t>(1, kRowsAheadBytes / rb);
+    bytes_ = ahead * rb;
+    last_ = end - ahead;
+  }
   // Bytes from row r to the row prefetched beside it; 0 for none.
-  int64_t offset(int64_t r) const { return row_bytes_ > 0 && r + ahead_ < end_ ? ahead_ * row_bytes_ : 0; }
+  int64_t offset(int64_t r) const { return r < last_ ? bytes_ : 0; }
 
  private:
-  int64_t row_bytes_ = 0, end_ = 0, ahead_ = 0;
+  int64_t bytes_ = 0, last_ = 0;  // rows before last_ have a row bytes_ on
 };
 // Which single tiles take it (see above).
 template <DType T, int NT>
@@ -130,10 +137,7 @@ constexpr bool kRowsAheadPays = T == DType::Q8_0 || NT >= 2;
 // A group pair's lines `far` bytes on, into L2 (nothing when far is 0).
 template <DType T>
 __attribute__((always_inline)) inline void prefetch_pair_far(const uint8_t* pair, int64_t far) {
-  constexpr int64_t kPairBytes = 2 * packed_group_bytes(T);
-  if (far == 0) return;
-#pragma GCC unroll 9
-  for (int64_t off = 0; off < kPairBytes; off += 64) __builtin_prefetch(pair + far + off, 0, 2);
+  if (far != 0) prefetch_pair_lines<T, 2>(pair + far);
 }
 
 // Where group g of a packed row keeps its scales and its quant vector m (Byte: uint8_t to
