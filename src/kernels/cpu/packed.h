@@ -44,13 +44,11 @@ inline int64_t packed_groups(int64_t n_values) { return n_values / kGroupValues;
 inline bool packable(DType t, int64_t cols) { return packable(t) && packed_groups(cols) > 0; }
 __attribute__((always_inline)) constexpr int64_t packed_group_bytes(DType t) { return t == DType::Q4_0 ? 144 : 272; }
 
-// Prefetches a group pair's cache lines 2 KiB ahead into L1. The first token tile over a
-// row streams it from memory, and the hardware prefetchers alone fall behind (one token:
-// ~0.75 of the read bandwidth on Zen 3, a third on Zen 4). 2 KiB was measured best on
-// both: Zen 3 (AVX2) BM_GroupedFfn at one token a median 89% of its probe against 83% at
-// 4 KiB; Zen 4 (AVX-512) six in-process A/B runs of BM_GroupedFfn Q4_0, 2 KiB 1-3% faster
-// than 8 KiB in each, BM_Matmul one token one thread +6-10%; 1 KiB and 4 KiB level with
-// 2 KiB, Q8_0 level at 2-8 KiB (docs/performance.md, sixteenth session).
+// Prefetches a group pair's cache lines 2 KiB ahead into L1, for the tiles that stream
+// their rows from memory and prefetch at all (kTilePrefetches). 2 KiB was measured best:
+// Zen 3 (AVX2) BM_GroupedFfn at one token a median 89% of its probe against 83% at 4 KiB
+// (and ~75% with no prefetch); Zen 4 (AVX-512) 1-8 KiB within a few percent of each
+// other (docs/performance.md, sixteenth session).
 constexpr int64_t kPrefetchAheadBytes = 2048;
 // The lines of a group pair's bytes starting at p (locality 3: into L1, 2: into L2).
 template <DType T, int Locality>
@@ -102,18 +100,13 @@ class NextBlockPrefetch {
   int64_t lines_ = 0, per_slice_ = 0;
 };
 
-// L2 prefetches of the rows a fixed distance ahead, for tiles that read their rows from
-// memory once (single token tiles). The L1 prefetch 2 KiB ahead alone leaves too few lines
-// in flight while a row's compute runs; these far lines go to L2, where the near prefetch
-// then finds them. Issued a group pair at a time, beside the near prefetch: issued a row
-// at a time, the burst cost more than it gained. Clamped to the task's rows, so no bytes
-// of another tile or matrix are fetched. AVX-512 on Zen 4, 2 threads, in-process A/B
-// (steps alternating in one `bench` run):
-//   Q8_0: 16 sequences +6-14%, 32 sequences +12-14%, batch 1 +6-21%;
-//   Q4_0: 16 sequences +0.3-4.9% (mean 2%), 32 sequences +3-6%; at one token 3% slower
-//   on average in slow-memory minutes, 2-7% faster in fast ones: from two tokens on only.
-// 8-32 KiB ahead measured alike; 16 KiB sits in the middle. The AVX2 kernels do without
-// (not measured on a Zen 3 host).
+// L2 prefetches of the rows a fixed distance ahead, for the single tiles of 5-8 tokens,
+// which read their rows from memory once: the L1 prefetch 2 KiB ahead alone leaves too few
+// lines in flight while a row's compute runs; these far lines go to L2, where the near
+// prefetch then finds them. Issued a group pair at a time, beside the near prefetch: issued
+// a row at a time, the burst cost more than it gained. Clamped to the task's rows, so no
+// bytes of another tile or matrix are fetched. 8-32 KiB ahead measured alike; 16 KiB sits
+// in the middle. The AVX2 kernels do without (not measured on a Zen 3 host).
 constexpr int64_t kRowsAheadBytes = 16384;
 class RowsAhead {
  public:
@@ -131,9 +124,22 @@ class RowsAhead {
  private:
   int64_t bytes_ = 0, last_ = 0;  // rows before last_ have a row bytes_ on
 };
-// Which single tiles take it (see above).
-template <DType T, int NT>
-constexpr bool kRowsAheadPays = T == DType::Q8_0 || NT >= 2;
+// Whether an AVX-512 tile of NT tokens prefetches its rows (near and far). Tiles of up to 4
+// tokens compute too little per byte to need it, and prefetches cost them: each one holds
+// an L1 miss buffer until its line arrives, so they leave fewer lines in flight than the
+// hardware prefetchers keep for a plain forward stream, and the far ones into L2 cost the
+// most. In-process A/B on Zen 4, 2 threads (`bench` decode steps alternating in one run,
+// against the near prefetch at every tile and the far one at Q8_0 and from 2 tokens):
+//   batch 1: Q4_0 x1.16-1.20 in fast-memory minutes (probe ~65 GB/s), x1.02-1.07 in slow
+//   ones (~36 GB/s); Q8_0 x1.25 / x1.06-1.08;
+//   batch 4 (tiles of 1-2 tokens): Q4_0 x1.09-1.13 fast, x1.01-1.03 slow; Q8_0 x1.03;
+//   batch 16: Q4_0 within +-2% (compute-bound), Q8_0 x1.03-1.05.
+// Up to 2 tokens against up to 4: +0-2% at batch 4, level at 16. The same rule for the
+// AVX2 tiles (up to 4 tokens, so none would prefetch), measured on Zen 4 with SY_ISA=avx2,
+// gave batch 1 Q4_0 x1.12-1.14 and Q8_0 x1.25 in fast minutes, but on Zen 3, where they
+// run, no prefetch read ~75% of the bandwidth against 89% with it: they keep it.
+template <int NT>
+constexpr bool kTilePrefetches = NT >= 5;
 // A group pair's lines `far` bytes on, into L2 (nothing when far is 0).
 template <DType T>
 __attribute__((always_inline)) inline void prefetch_pair_far(const uint8_t* pair, int64_t far) {

@@ -172,8 +172,10 @@ SY_VNNI void rows_dot(const uint8_t* const* row, int64_t cols, const PackedActiv
 #pragma GCC unroll 2
     for (int i = 0; i < NR; ++i) {
       const uint8_t* grp = row[i] + g * gb;
-      prefetch_pair_ahead<T>(grp);
-      prefetch_pair_far<T>(grp, far);
+      if constexpr (kTilePrefetches<NT>) {
+        prefetch_pair_ahead<T>(grp);
+        prefetch_pair_far<T>(grp, far);
+      }
       load_pair<T>(grp, wq[i]);
       dw[i] = pair_scales(grp);
     }
@@ -336,7 +338,7 @@ template <DType T, int NT>
 SY_VNNI void tile(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
                   const PackedActivations& x, int64_t t0, float* ya, float* yb, int64_t ldy,
                   NextBlockPrefetch* next = nullptr, const RowsAhead& far = {}) {
-  auto far_of = [&](int64_t r) { return kRowsAheadPays<T, NT> ? far.offset(r) : 0; };
+  auto far_of = [&](int64_t r) { return kTilePrefetches<NT> ? far.offset(r) : 0; };
   if constexpr (NT <= 4) {
     if (wb) {
       for (int64_t r = r0; r < r1; ++r) {
@@ -397,7 +399,8 @@ SY_VNNI void matrix_wide_q4_0(const uint8_t* w, size_t row_bytes, int64_t cols, 
 template <DType T>
 SY_VNNI void matrices_narrow(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
                              const PackedActivations& x, int64_t t0, int64_t t1, float* ya, float* yb, int64_t ldy) {
-  // A single tile reads the rows from memory: the rows some way ahead go to L2.
+  // A single tile reads the rows from memory: the rows some way ahead go to L2 (tiles of
+  // 5-8 tokens, kTilePrefetches).
   const RowsAhead far = t1 - t0 <= 8 ? RowsAhead(row_bytes, r1) : RowsAhead();
   for (int64_t rb = r0; rb < r1; rb += 16) {
     const int64_t re = std::min(r1, rb + 16);
