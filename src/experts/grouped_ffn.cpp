@@ -6,23 +6,27 @@
 
 namespace sy {
 
-void GroupedFfn::make_tiles(const std::vector<FfnJob>& jobs, bool down) {
+void GroupedFfn::make_tiles(const std::vector<FfnJob>& jobs, bool down, int threads) {
   tiles_.clear();
+  auto matrix = [&](size_t j) -> const WeightMatrix& { return down ? jobs[j].w.down : jobs[j].w.gate; };
+  int64_t job_bytes = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) job_bytes += static_cast<int64_t>(matrix(j).bytes());
+  // At one token, tiles as long as the thread count allows (stream_tile_bytes: at 2
+  // threads, whole olmoe matrices), cut evenly: each tile is a stream the hardware
+  // prefetcher picks up from its start. In-process A/B, olmoe Q4_0, 2 threads, against
+  // 512 KiB tiles with a short remainder (3 per matrix): batch 1 x1.04-1.07 in fast-memory
+  // minutes, x1.00-1.02 in slow ones; batch 4 x1.02-1.06; batch 16 x1.01-1.02; batch 32
+  // x1.02-1.03; Q8_0 batch 1 x1.01 (slow minutes); two equal tiles per matrix x1.04, three x1.02. (Fewer, longer tiles lost at
+  // batch 1 while the kernels prefetched in software, before 2026-11-26.)
+  // Proportionally fewer rows per tile as the block grows, so tiles carry similar work. A
+  // block of 16 or more tokens is compute-bound and gets tiles of at least 128 rows:
+  // 16-row tiles spent ~10% of a 512-token prefill on per-tile overhead (in-process A/B,
+  // Forward on olmoe Q4_0, 2 threads: +10.6% tokens/s; 32-sequence decode 1.00).
+  const int64_t one_token = cpu::stream_tile_bytes(job_bytes, threads);
   for (size_t j = 0; j < jobs.size(); ++j) {
-    const WeightMatrix& w = down ? jobs[j].w.down : jobs[j].w.gate;
-    // 512 KiB of weights per tile at one token; proportionally fewer rows per tile as the
-    // block grows, so tiles carry similar work (multiples of 16 rows, the kernels' tile).
-    // Twice the dense matmuls' tile: an expert is streamed start to end, and fewer stream
-    // starts paid off a little (in-process A/B against 256 KiB, olmoe Q4_0, 2 threads, MoE
-    // time: batch 1 +1.1 to +4.9%, 8 sequences +0.9%, 16 +1.1% mean of six (-0.8 to
-    // +3.5%), 32 +0.5%: within the runs' noise, but never clearly worse; 1 MiB lost 8% at
-    // batch 1, too few tiles for two threads).
-    // A block of 16 or more tokens is compute-bound and gets tiles of at least 128 rows:
-    // 16-row tiles spent ~10% of a 512-token prefill on per-tile overhead (in-process
-    // A/B, Forward on olmoe Q4_0, 2 threads: +10.6% tokens/s; 32-sequence decode 1.00).
-    const int64_t base = cpu::row_tile(w, int64_t{512} << 10);
+    const WeightMatrix& w = matrix(j);
     const int64_t least = jobs[j].rows >= 16 ? 128 : 16;
-    const int64_t per = std::max<int64_t>(least, base / std::max<int64_t>(1, (jobs[j].rows + 3) / 4) / 16 * 16);
+    const int64_t per = std::max<int64_t>(least, cpu::even_row_tile(w, one_token / std::max<int64_t>(1, (jobs[j].rows + 3) / 4)));
     for (int64_t r = 0; r < w.rows; r += per) tiles_.push_back({static_cast<int32_t>(j), r, std::min(w.rows, r + per)});
   }
   // Heaviest and lightest tiles alternately: threads claim consecutive tiles, so a
@@ -64,7 +68,7 @@ void GroupedFfn::run(const std::vector<FfnJob>& jobs, cpu::Rows x, cpu::OutRows 
   });
 
   // 2. Gate and up rows with SwiGLU on the tile's columns.
-  make_tiles(jobs, false);
+  make_tiles(jobs, false, pool.size());
   const auto swiglu = cpu::dot_kernels().swiglu;
   pool.parallel_for(static_cast<int64_t>(tiles_.size()), [&](int64_t i, int) {
     const Tile& t = tiles_[i];
@@ -88,7 +92,7 @@ void GroupedFfn::run(const std::vector<FfnJob>& jobs, cpu::Rows x, cpu::OutRows 
   });
 
   // 4. Down rows straight into the output block.
-  make_tiles(jobs, true);
+  make_tiles(jobs, true, pool.size());
   pool.parallel_for(static_cast<int64_t>(tiles_.size()), [&](int64_t i, int) {
     const Tile& t = tiles_[i];
     const FfnJob& job = jobs[t.job];

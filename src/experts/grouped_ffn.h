@@ -28,7 +28,7 @@ class GroupedFfn {
     int32_t job;
     int64_t r0, r1;
   };
-  void make_tiles(const std::vector<FfnJob>& jobs, bool down);
+  void make_tiles(const std::vector<FfnJob>& jobs, bool down, int threads);
 
   std::vector<cpu::PreparedInput> in_, in_up_, mid_in_;
   std::vector<float> gate_, up_;

@@ -57,6 +57,15 @@ void matmul_rows_two(const WeightMatrix& a, const WeightMatrix& b, const Prepare
 // default), a multiple of 16 rows.
 int64_t row_tile(const WeightMatrix& w, int64_t bytes = int64_t{256} << 10);
 
+// Tile size for streaming one job's matrices (job_bytes in all) from memory at a few
+// tokens: as long as keeps `threads` threads busy to the end (two tiles each), between
+// 128 KiB and 2 MiB. Every tile starts a stream that the hardware prefetcher has to pick
+// up again, so longer tiles pay (see GroupedFfn::make_tiles for the measurements).
+int64_t stream_tile_bytes(int64_t job_bytes, int threads);
+// Rows per tile that cut w into equal tiles of at most about `bytes` (at least one tile of
+// 16 rows; multiples of 16 rows), so that no short remainder tile ends a stream early.
+int64_t even_row_tile(const WeightMatrix& w, int64_t bytes);
+
 // Rows [r0, r1) of one matrix: a task of a multi-matrix job.
 struct MatmulTile {
   const WeightMatrix* w;
