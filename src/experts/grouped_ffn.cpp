@@ -16,8 +16,9 @@ void GroupedFfn::make_tiles(const std::vector<FfnJob>& jobs, bool down, int thre
   // prefetcher picks up from its start. In-process A/B, olmoe Q4_0, 2 threads, against
   // 512 KiB tiles with a short remainder (3 per matrix): batch 1 x1.04-1.07 in fast-memory
   // minutes, x1.00-1.02 in slow ones; batch 4 x1.02-1.06; batch 16 x1.01-1.02; batch 32
-  // x1.02-1.03; Q8_0 batch 1 x1.01 (slow minutes); two equal tiles per matrix x1.04, three x1.02. (Fewer, longer tiles lost at
-  // batch 1 while the kernels prefetched in software, before 2026-11-26.)
+  // x1.02-1.03; Q8_0 batch 1 x1.01 (slow minutes). Two equal tiles per matrix gave x1.04,
+  // three x1.02. (Fewer, longer tiles lost at batch 1 while the kernels prefetched in
+  // software, before 2026-11-26.)
   // Proportionally fewer rows per tile as the block grows, so tiles carry similar work. A
   // block of 16 or more tokens is compute-bound and gets tiles of at least 128 rows:
   // 16-row tiles spent ~10% of a 512-token prefill on per-tile overhead (in-process A/B,
