@@ -451,6 +451,44 @@ TEST(Kernels, MatmulMatchesNaiveProduct) {
   }
 }
 
+// Streaming tiles: equal parts of 16-row multiples, none longer than asked for by more
+// than the rounding, no short remainder; as long as two per thread allow, 128 KiB-2 MiB.
+TEST(Kernels, StreamTilesCutMatricesEvenly) {
+  const WeightMatrix m{DType::Q4_0, 1000, 2048, nullptr, "w"};
+  for (int64_t bytes : {int64_t{1} << 17, int64_t{1} << 19, int64_t{1} << 21}) {
+    const int64_t per = even_row_tile(m, bytes);
+    const int64_t tiles = (m.rows + per - 1) / per;
+    EXPECT_EQ(per % 16, 0) << bytes;
+    EXPECT_LE(static_cast<int64_t>(m.row_bytes()) * (per - 16), bytes) << bytes;
+    EXPECT_GE(m.rows - (tiles - 1) * per, per - 16 * tiles) << bytes;  // the last tile is not short
+  }
+  EXPECT_EQ(even_row_tile(m, int64_t{4} << 20), 1008);  // one tile for the whole matrix
+  EXPECT_EQ(stream_tile_bytes(int64_t{9} << 20, 2), int64_t{2} << 20);
+  EXPECT_EQ(stream_tile_bytes(int64_t{1} << 20, 2), int64_t{256} << 10);
+  EXPECT_EQ(stream_tile_bytes(int64_t{100} << 10, 2), int64_t{128} << 10);
+}
+
+// One to four tokens take the streaming tiles: every row has the bits the same rows get
+// computed one at a time.
+TEST(Kernels, StreamTiledMatmulMatchesRowByRow) {
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  const int64_t rows = 3000, cols = 256;
+  const auto w = random_vec(rows * cols, 8), x = random_vec(4 * cols, 9);
+  for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0}) {
+    const auto wq = encode(t, w, rows, cols);
+    const WeightMatrix m{t, rows, cols, wq.data(), "w"};
+    for (int64_t n = 1; n <= 4; ++n) {
+      std::vector<float> y(n * rows), ref(n * rows);
+      matmul(m, {x.data(), n, cols}, {y.data(), rows}, pool, scratch);
+      PreparedInput in;
+      in.prepare(m, {x.data(), n, cols});
+      for (int64_t r = 0; r < rows; ++r) matmul_rows(m, in, {ref.data(), rows}, r, r + 1);
+      EXPECT_EQ(y, ref) << dtype_name(t) << " n=" << n;
+    }
+  }
+}
+
 // Float weights over many tokens: rows wide enough that the token rows go in several
 // L2-sized chunks, each with a short tile first; every token's outputs have the bits it
 // gets when it is multiplied alone, and match a sum in double.

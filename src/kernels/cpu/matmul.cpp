@@ -105,15 +105,6 @@ int64_t row_tile(const WeightMatrix& w, int64_t bytes) {
   return rows / 16 * 16;
 }
 
-namespace {
-// Up to 4 tokens a matmul streams its weights: tiles as long as the threads allow, cut
-// evenly. In-process A/B,
-// olmoe Q4_0 batch 1, 2 threads, against 256 KiB tiles with a short remainder: x1.016-1.033
-// in fast-memory minutes, level in slow ones. More tokens keep 256 KiB tiles: the
-// compute-bound matmuls (prefill) were tuned on them.
-bool stream_tiles(Rows x) { return x.n <= 4; }
-}  // namespace
-
 int64_t stream_tile_bytes(int64_t job_bytes, int threads) {
   return std::clamp<int64_t>(job_bytes / (2 * std::max(1, threads)), int64_t{128} << 10, int64_t{2} << 20);
 }
@@ -124,12 +115,22 @@ int64_t even_row_tile(const WeightMatrix& w, int64_t bytes) {
   return std::max<int64_t>(16, ((w.rows + tiles - 1) / tiles + 15) / 16 * 16);
 }
 
+namespace {
+// Rows per task of w, in a job of job_bytes. Up to 4 tokens a matmul streams its weights:
+// tiles as long as the threads allow, cut evenly (in-process A/B, olmoe Q4_0 batch 1, 2
+// threads, against 256 KiB tiles with a short remainder: x1.016-1.033 in fast-memory
+// minutes, level in slow ones). More tokens keep 256 KiB tiles: the compute-bound matmuls
+// (prefill) were tuned on them.
+int64_t task_rows(const WeightMatrix& w, Rows x, int64_t job_bytes, int threads) {
+  return x.n <= 4 ? even_row_tile(w, stream_tile_bytes(job_bytes, threads)) : row_tile(w);
+}
+}  // namespace
+
 void matmul(const WeightMatrix& w, Rows x, OutRows y, ThreadPool& pool, MatmulScratch& scratch) {
   if (x.n == 0) return;
   PreparedInput& in = scratch.input();
   in.prepare(w, x);
-  const int64_t tile = stream_tiles(x) ? even_row_tile(w, stream_tile_bytes(static_cast<int64_t>(w.bytes()), pool.size()))
-                                      : row_tile(w);
+  const int64_t tile = task_rows(w, x, static_cast<int64_t>(w.bytes()), pool.size());
   pool.parallel_for((w.rows + tile - 1) / tile, [&](int64_t c, int) {
     matmul_rows(w, in, y, c * tile, std::min(w.rows, (c + 1) * tile));
   });
@@ -151,7 +152,7 @@ void matmul_same_input(const std::vector<MatmulTarget>& targets, Rows x, ThreadP
   int64_t job_bytes = 0;
   for (const MatmulTarget& t : targets) job_bytes += static_cast<int64_t>(t.w->bytes());
   for (const MatmulTarget& t : targets) {
-    const int64_t step = stream_tiles(x) ? even_row_tile(*t.w, stream_tile_bytes(job_bytes, pool.size())) : row_tile(*t.w);
+    const int64_t step = task_rows(*t.w, x, job_bytes, pool.size());
     for (int64_t r = 0; r < t.w->rows; r += step) tiles.push_back({t.w, t.y, r, std::min(t.w->rows, r + step)});
   }
   pool.parallel_for(static_cast<int64_t>(tiles.size()), [&](int64_t i, int) {
