@@ -331,14 +331,14 @@ SY_VNNI void rows_dot_wide(const uint8_t* row, size_t row_bytes, int64_t cols, c
 // both: the registers hold two unpacked rows and 2 x NT accumulators, each activation
 // vector is loaded once for both). One matrix goes one row at a time: pairing its rows r
 // and r + 1 the same way streamed it from memory 15-27% slower at 1-2 tokens (Q8_0 up to
-// 4 tokens), and no faster at 3-4 (in-process A/B over 150 MB, 2 threads).
-// `next` (null on a first tile): each matrix's next block, a slice per row; `far`: the rows
-// ahead of a single tile.
+// 4 tokens), and no faster at 3-4 (in-process A/B over 150 MB, 2 threads); without the
+// software prefetches, batch 1 ran x0.57-0.73 that way and x0.68-0.86 with rows r and r +
+// half the tile (2026-11-26). `next` (null on a first tile): each matrix's next block, a
+// slice per row; `far`: the rows ahead of a single tile (rows_dot uses it from 5 tokens).
 template <DType T, int NT>
 SY_VNNI void tile(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
                   const PackedActivations& x, int64_t t0, float* ya, float* yb, int64_t ldy,
                   NextBlockPrefetch* next = nullptr, const RowsAhead& far = {}) {
-  auto far_of = [&](int64_t r) { return kTilePrefetches<NT> ? far.offset(r) : 0; };
   if constexpr (NT <= 4) {
     if (wb) {
       for (int64_t r = r0; r < r1; ++r) {
@@ -348,7 +348,7 @@ SY_VNNI void tile(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_
         }
         const uint8_t* rows[2] = {wa + r * row_bytes, wb + r * row_bytes};
         float* outs[2] = {ya + r, yb + r};
-        rows_dot<T, 2, NT>(rows, cols, x, t0, outs, ldy, far_of(r));
+        rows_dot<T, 2, NT>(rows, cols, x, t0, outs, ldy, far.offset(r));
       }
       return;
     }
@@ -360,7 +360,7 @@ SY_VNNI void tile(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_
       if (next) next[m].slice().issue_all();
       const uint8_t* rows[1] = {w + r * row_bytes};
       float* outs[1] = {y + r};
-      rows_dot<T, 1, NT>(rows, cols, x, t0, outs, ldy, far_of(r));
+      rows_dot<T, 1, NT>(rows, cols, x, t0, outs, ldy, far.offset(r));
     }
   }
 }
