@@ -122,7 +122,7 @@ namespace {
 // minutes, level in slow ones). More tokens keep 256 KiB tiles: the compute-bound matmuls
 // (prefill) were tuned on them.
 int64_t task_rows(const WeightMatrix& w, Rows x, int64_t job_bytes, int threads) {
-  return x.n <= 4 ? even_row_tile(w, stream_tile_bytes(job_bytes, threads)) : row_tile(w);
+  return x.n <= kStreamingTokens ? even_row_tile(w, stream_tile_bytes(job_bytes, threads)) : row_tile(w);
 }
 }  // namespace
 

@@ -124,6 +124,10 @@ class RowsAhead {
  private:
   int64_t bytes_ = 0, last_ = 0;  // rows before last_ have a row bytes_ on
 };
+// Up to this many tokens a matmul streams its weights from memory at the memory's pace: its
+// AVX-512 tiles prefetch nothing (kTilePrefetches) and its tasks are long, even tiles
+// (stream_tile_bytes in matmul.h).
+constexpr int64_t kStreamingTokens = 4;
 // Whether an AVX-512 tile of NT tokens prefetches its rows (near and far). Tiles of up to 4
 // tokens compute too little per byte to need it, and prefetches cost them: each one holds
 // an L1 miss buffer until its line arrives, so they leave fewer lines in flight than the
@@ -139,7 +143,7 @@ class RowsAhead {
 // gave batch 1 Q4_0 x1.12-1.14 and Q8_0 x1.25 in fast minutes, but on Zen 3, where they
 // run, no prefetch read ~75% of the bandwidth against 89% with it: they keep it.
 template <int NT>
-constexpr bool kTilePrefetches = NT >= 5;
+constexpr bool kTilePrefetches = NT > kStreamingTokens;
 // A group pair's lines `far` bytes on, into L2 (nothing when far is 0).
 template <DType T>
 __attribute__((always_inline)) inline void prefetch_pair_far(const uint8_t* pair, int64_t far) {
