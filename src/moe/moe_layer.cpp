@@ -1,8 +1,5 @@
 #include "moe/moe_layer.h"
 
-#include <algorithm>
-#include <cstring>
-
 #include "base/error.h"
 
 namespace sy {
@@ -60,7 +57,7 @@ MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const Weig
     dense_.dispatch(x, ld, d, gathered_.data(), pool);
   } else {
     // Gather: row r of the gathered block is its source token's row.
-    for (int64_t r = 0; r < rows; ++r) std::memcpy(gathered_.data() + r * d, x + plan_.row_token[r] * ld, d * sizeof(float));
+    backend.gather_rows(x, ld, plan_.row_token.data(), rows, d, gathered_.data());
   }
 
   if (opt.comm && opt.comm->size() > 1) {
@@ -99,17 +96,7 @@ MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const Weig
     return stats;
   }
   // Scatter-add in choice order j = 0..k-1.
-  for (int64_t t = 0; t < n; ++t) {
-    float* o = out + t * out_ld;
-    std::fill(o, o + d, 0.0f);
-    for (int j = 0; j < plan_.k; ++j) {
-      const int64_t s = plan_.slot[t * plan_.k + j];
-      if (s < 0) continue;
-      const float w = plan_.weight[t * plan_.k + j];
-      const float* y = expert_out_.data() + s * d;
-      for (int64_t i = 0; i < d; ++i) o[i] += w * y[i];
-    }
-  }
+  backend.combine_rows(expert_out_.data(), plan_.slot.data(), plan_.weight.data(), n, plan_.k, d, out, out_ld);
   stats.dropped = plan_.n_dropped();
   return stats;
 }
