@@ -39,8 +39,8 @@ class Backend {
   // a dropped choice), added in choice order so a token's sum does not depend on its batch.
   virtual void gather_rows(const float* x, int64_t ld, const int32_t* row_token, int64_t rows, int64_t d,
                            float* out) = 0;
-  virtual void combine_rows(const float* rows, const int64_t* slot, const float* weight, int64_t n, int k, int64_t d,
-                            float* out, int64_t out_ld) = 0;
+  virtual void combine_rows(const float* rows, const int64_t* slot, const float* weight, int64_t n, int k,
+                            int64_t d, float* out, int64_t out_ld) = 0;
   // Causal attention of the batch's query rows over their sequences' cached K/V.
   virtual void attention(const float* q, int64_t q_ld, const int32_t* positions,
                          const std::vector<cpu::AttentionRun>& runs, const cpu::AttentionShape& s, float* out,

@@ -17,9 +17,9 @@ namespace {
 
 struct Routed {
   int64_t n, k, d;
-  std::vector<float> rows;      // n * k expert output rows of d floats
-  std::vector<int64_t> slot;    // per (token, choice): its row, or -1 (dropped)
-  std::vector<float> weight;    // per (token, choice)
+  std::vector<float> rows;    // n * k expert output rows of d floats
+  std::vector<int64_t> slot;  // per (token, choice): its row, or -1 (dropped)
+  std::vector<float> weight;  // per (token, choice)
 };
 
 Routed make_routed(int64_t n, int k, int64_t d, uint32_t seed) {
@@ -42,9 +42,11 @@ std::vector<float> combine(const Routed& r, int threads) {
   CpuBackend backend(pool);
   const int64_t ld = r.d + 5;  // an output stride wider than a row
   std::vector<float> out(static_cast<size_t>(r.n * ld), NAN);
-  backend.combine_rows(r.rows.data(), r.slot.data(), r.weight.data(), r.n, static_cast<int>(r.k), r.d, out.data(), ld);
+  backend.combine_rows(r.rows.data(), r.slot.data(), r.weight.data(), r.n, static_cast<int>(r.k), r.d,
+                       out.data(), ld);
   std::vector<float> packed;
-  for (int64_t t = 0; t < r.n; ++t) packed.insert(packed.end(), out.begin() + t * ld, out.begin() + t * ld + r.d);
+  for (int64_t t = 0; t < r.n; ++t)
+    packed.insert(packed.end(), out.begin() + t * ld, out.begin() + t * ld + r.d);
   return packed;
 }
 

@@ -17,8 +17,8 @@ class CpuBackend : public Backend {
   void ffn(const std::vector<FfnJob>& jobs, cpu::Rows x, cpu::OutRows out) override;
   void gather_rows(const float* x, int64_t ld, const int32_t* row_token, int64_t rows, int64_t d,
                    float* out) override;
-  void combine_rows(const float* rows, const int64_t* slot, const float* weight, int64_t n, int k, int64_t d, float* out,
-                    int64_t out_ld) override;
+  void combine_rows(const float* rows, const int64_t* slot, const float* weight, int64_t n, int k, int64_t d,
+                    float* out, int64_t out_ld) override;
   void attention(const float* q, int64_t q_ld, const int32_t* positions,
                  const std::vector<cpu::AttentionRun>& runs, const cpu::AttentionShape& s, float* out,
                  int64_t out_ld) override;
