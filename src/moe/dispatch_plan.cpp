@@ -36,12 +36,15 @@ void build_dynamic_plan(const Routing& r, int n_expert, DispatchPlan& plan) {
   for (int64_t i = 0; i < n_pairs; ++i) ++plan.offset[r.expert[i] + 1];
   for (int e = 0; e < n_expert; ++e) plan.offset[e + 1] += plan.offset[e];
   plan.row_token.assign(static_cast<size_t>(n_pairs), -1);
-  std::vector<int64_t> cursor(plan.offset.begin(), plan.offset.end() - 1);
+  // offset[e] is expert e's cursor while placing (it ends at e + 1's start); shifting the
+  // array back up restores the starts, so the hot path needs no scratch vector.
   for (int64_t i = 0; i < n_pairs; ++i) {
-    const int64_t row = cursor[r.expert[i]]++;
+    const int64_t row = plan.offset[r.expert[i]]++;
     plan.row_token[row] = static_cast<int32_t>(i / r.k);
     plan.slot[i] = row;
   }
+  for (int e = n_expert; e > 0; --e) plan.offset[e] = plan.offset[e - 1];
+  plan.offset[0] = 0;
   for (int e = 0; e < n_expert; ++e) {
     if (plan.rows(e) > 0) plan.active.push_back(e);
   }
