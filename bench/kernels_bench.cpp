@@ -142,7 +142,7 @@ void BM_GroupedFfn(benchmark::State& state) {
     int64_t row0 = 0;
     for (int e = 0; e < kExperts; ++e) {
       if (count[e] == 0) continue;
-      jobs.push_back({experts[layer * kExperts + e], row0, count[e]});
+      jobs.push_back({&experts[layer * kExperts + e], row0, count[e]});
       bytes += experts[layer * kExperts + e].bytes();
       row0 += count[e];
     }

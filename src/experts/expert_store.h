@@ -33,7 +33,7 @@ class ExpertStore {
     groups.assign(1, experts);
   }
   // The expert's weights, usable until release() of the same expert (may wait for I/O).
-  virtual FfnWeights acquire(int layer, int expert) = 0;
+  virtual const FfnWeights& acquire(int layer, int expert) = 0;
   virtual void release(int layer, int expert) { (void)layer; (void)expert; }
   // A hint that `experts` of `layer` will probably be needed soon.
   virtual void prefetch(int layer, const std::vector<int32_t>& experts) { (void)layer; (void)experts; }
@@ -51,7 +51,7 @@ class ResidentExpertStore : public ExpertStore {
   static std::unique_ptr<ResidentExpertStore> from_gguf(const GgufFile& f, const HParams& hp,
                                                         WeightArena& arena, ThreadPool& pool);
 
-  FfnWeights acquire(int layer, int expert) override { return experts_[layer][expert]; }
+  const FfnWeights& acquire(int layer, int expert) override { return experts_[layer][expert]; }
   size_t expert_bytes(int layer, int expert) const override { return experts_[layer][expert].bytes(); }
 
  private:

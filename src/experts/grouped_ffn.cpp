@@ -8,7 +8,7 @@ namespace sy {
 
 void GroupedFfn::make_tiles(const std::vector<FfnJob>& jobs, bool down, int threads) {
   tiles_.clear();
-  auto matrix = [&](size_t j) -> const WeightMatrix& { return down ? jobs[j].w.down : jobs[j].w.gate; };
+  auto matrix = [&](size_t j) -> const WeightMatrix& { return down ? jobs[j].w->down : jobs[j].w->gate; };
   int64_t job_bytes = 0;
   for (size_t j = 0; j < jobs.size(); ++j) job_bytes += static_cast<int64_t>(matrix(j).bytes());
   // At one token, tiles as long as the thread count allows (stream_tile_bytes: at 2
@@ -57,7 +57,7 @@ void GroupedFfn::run(const std::vector<FfnJob>& jobs, cpu::Rows x, cpu::OutRows 
   int64_t total_rows = 0, ff = 0;
   for (const FfnJob& j : jobs) {
     total_rows = std::max(total_rows, j.row0 + j.rows);
-    ff = std::max(ff, j.w.gate.rows);
+    ff = std::max(ff, j.w->gate.rows);
   }
   if (gate_.size() < static_cast<size_t>(total_rows * ff)) {
     gate_.resize(total_rows * ff);
@@ -68,8 +68,8 @@ void GroupedFfn::run(const std::vector<FfnJob>& jobs, cpu::Rows x, cpu::OutRows 
   pool.parallel_for(static_cast<int64_t>(nj), [&](int64_t j, int) {
     const FfnJob& job = jobs[j];
     const cpu::Rows xr{x.data + job.row0 * x.ld, job.rows, x.ld};
-    in_[j].prepare(job.w.gate, xr);
-    if (job.w.up.dtype != job.w.gate.dtype || job.w.up.packed != job.w.gate.packed) in_up_[j].prepare(job.w.up, xr);
+    in_[j].prepare(job.w->gate, xr);
+    if (job.w->up.dtype != job.w->gate.dtype || job.w->up.packed != job.w->gate.packed) in_up_[j].prepare(job.w->up, xr);
   });
 
   // 2. Gate and up rows with SwiGLU on the tile's columns.
@@ -78,14 +78,14 @@ void GroupedFfn::run(const std::vector<FfnJob>& jobs, cpu::Rows x, cpu::OutRows 
   pool.parallel_for(static_cast<int64_t>(tiles_.size()), [&](int64_t i, int) {
     const Tile& t = tiles_[i];
     const FfnJob& job = jobs[t.job];
-    const bool shared = job.w.up.dtype == job.w.gate.dtype && job.w.up.packed == job.w.gate.packed;
+    const bool shared = job.w->up.dtype == job.w->gate.dtype && job.w->up.packed == job.w->gate.packed;
     float* g = gate_.data() + job.row0 * ff;
     float* u = up_.data() + job.row0 * ff;
     if (shared) {
-      cpu::matmul_rows_two(job.w.gate, job.w.up, in_[t.job], {g, ff}, {u, ff}, t.r0, t.r1);
+      cpu::matmul_rows_two(job.w->gate, job.w->up, in_[t.job], {g, ff}, {u, ff}, t.r0, t.r1);
     } else {
-      cpu::matmul_rows(job.w.gate, in_[t.job], {g, ff}, t.r0, t.r1);
-      cpu::matmul_rows(job.w.up, in_up_[t.job], {u, ff}, t.r0, t.r1);
+      cpu::matmul_rows(job.w->gate, in_[t.job], {g, ff}, t.r0, t.r1);
+      cpu::matmul_rows(job.w->up, in_up_[t.job], {u, ff}, t.r0, t.r1);
     }
     for (int64_t r = 0; r < job.rows; ++r) swiglu(g + r * ff + t.r0, u + r * ff + t.r0, t.r1 - t.r0);
   });
@@ -93,7 +93,7 @@ void GroupedFfn::run(const std::vector<FfnJob>& jobs, cpu::Rows x, cpu::OutRows 
   // 3. SwiGLU outputs as inputs of the down projections.
   pool.parallel_for(static_cast<int64_t>(nj), [&](int64_t j, int) {
     const FfnJob& job = jobs[j];
-    mid_in_[j].prepare(job.w.down, {gate_.data() + job.row0 * ff, job.rows, ff});
+    mid_in_[j].prepare(job.w->down, {gate_.data() + job.row0 * ff, job.rows, ff});
   });
 
   // 4. Down rows straight into the output block.
@@ -101,7 +101,7 @@ void GroupedFfn::run(const std::vector<FfnJob>& jobs, cpu::Rows x, cpu::OutRows 
   pool.parallel_for(static_cast<int64_t>(tiles_.size()), [&](int64_t i, int) {
     const Tile& t = tiles_[i];
     const FfnJob& job = jobs[t.job];
-    cpu::matmul_rows(job.w.down, mid_in_[t.job], {out.data + job.row0 * out.ld, out.ld}, t.r0, t.r1);
+    cpu::matmul_rows(job.w->down, mid_in_[t.job], {out.data + job.row0 * out.ld, out.ld}, t.r0, t.r1);
   });
 }
 

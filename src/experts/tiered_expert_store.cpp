@@ -335,7 +335,7 @@ void TieredExpertStore::plan_layer(int layer, const std::vector<int32_t>& expert
   groups.resize(n);
 }
 
-FfnWeights TieredExpertStore::acquire(int layer, int expert) {
+const FfnWeights& TieredExpertStore::acquire(int layer, int expert) {
   std::unique_lock<std::mutex> lock(mu_);
   const int u = unit_of(layer, expert);
   if (!planned_[u]) {  // deferred by plan_layer, or a caller that did not plan

@@ -70,7 +70,7 @@ class TieredExpertStore : public ExpertStore {
 
   void plan_layer(int layer, const std::vector<int32_t>& experts, const std::vector<int64_t>& tokens,
                   std::vector<std::vector<int32_t>>& groups) override;
-  FfnWeights acquire(int layer, int expert) override;
+  const FfnWeights& acquire(int layer, int expert) override;
   void release(int layer, int expert) override;
   void prefetch(int layer, const std::vector<int32_t>& experts) override;
   void begin_step() override;

@@ -17,7 +17,9 @@ namespace sy {
 // One SwiGLU FFN over its own contiguous block of token rows (an active expert, a dense
 // layer, a shared expert).
 struct FfnJob {
-  FfnWeights w;
+  // Held by the model or the expert store, valid while the job runs. A pointer, not a
+  // copy: copying three matrices copied their names, 24 heap allocations per MoE layer.
+  const FfnWeights* w = nullptr;
   int64_t row0 = 0;  // first row of this job's block in the input / output
   int64_t rows = 0;
 };

@@ -133,7 +133,7 @@ void Forward::ffn_block(int il, int64_t n) {
 
   const double t0 = now_seconds();
   if (!hp_.layer_is_moe(il)) {
-    ffn_job_.assign(1, {L.dense, 0, n});
+    ffn_job_.assign(1, {&L.dense, 0, n});
     backend_.ffn(ffn_job_, {h_.data(), n, d}, {ffn_out_.data(), d});
     add_into(x_.data(), ffn_out_.data(), n * d);
     profile_.ffn += now_seconds() - t0;
@@ -148,7 +148,7 @@ void Forward::ffn_block(int il, int64_t n) {
   const double t1 = now_seconds();
   profile_.moe += t1 - t0;
   if (!L.shared_expert.empty()) {
-    ffn_job_.assign(1, {L.shared_expert, 0, n});
+    ffn_job_.assign(1, {&L.shared_expert, 0, n});
     backend_.ffn(ffn_job_, {h_.data(), n, d}, {shared_out_.data(), d});
     for (int64_t t = 0; t < n; ++t) {
       float g = 1.0f;

@@ -18,10 +18,10 @@ void MoeLayer::run_experts(ExpertStore& store, int layer, const std::vector<int3
     jobs_.clear();
     for (int32_t e : group) {
       const int64_t n_rows = offsets[e + 1] - offsets[e];
-      jobs_.push_back({store.acquire(layer, e), offsets[e], n_rows});
+      jobs_.push_back({&store.acquire(layer, e), offsets[e], n_rows});
       stats.active_experts++;
       stats.rows_computed += n_rows;
-      stats.expert_bytes_read += jobs_.back().w.bytes();
+      stats.expert_bytes_read += jobs_.back().w->bytes();
     }
     backend.ffn(jobs_, in, {out, in.ld});
     for (int32_t e : group) store.release(layer, e);
