@@ -5,6 +5,13 @@
 #include "kernels/cpu/dot.h"
 
 namespace sy {
+namespace {
+
+// Gate and up read one prepared input, in one pass over the activations, when their
+// layouts match; otherwise up gets its own.
+bool gate_up_share_input(const FfnWeights& w) { return w.up.dtype == w.gate.dtype && w.up.packed == w.gate.packed; }
+
+}  // namespace
 
 void GroupedFfn::make_tiles(const std::vector<FfnJob>& jobs, bool down, int threads) {
   tiles_.clear();
@@ -69,7 +76,7 @@ void GroupedFfn::run(const std::vector<FfnJob>& jobs, cpu::Rows x, cpu::OutRows 
     const FfnJob& job = jobs[j];
     const cpu::Rows xr{x.data + job.row0 * x.ld, job.rows, x.ld};
     in_[j].prepare(job.w->gate, xr);
-    if (job.w->up.dtype != job.w->gate.dtype || job.w->up.packed != job.w->gate.packed) in_up_[j].prepare(job.w->up, xr);
+    if (!gate_up_share_input(*job.w)) in_up_[j].prepare(job.w->up, xr);
   });
 
   // 2. Gate and up rows with SwiGLU on the tile's columns.
@@ -78,10 +85,9 @@ void GroupedFfn::run(const std::vector<FfnJob>& jobs, cpu::Rows x, cpu::OutRows 
   pool.parallel_for(static_cast<int64_t>(tiles_.size()), [&](int64_t i, int) {
     const Tile& t = tiles_[i];
     const FfnJob& job = jobs[t.job];
-    const bool shared = job.w->up.dtype == job.w->gate.dtype && job.w->up.packed == job.w->gate.packed;
     float* g = gate_.data() + job.row0 * ff;
     float* u = up_.data() + job.row0 * ff;
-    if (shared) {
+    if (gate_up_share_input(*job.w)) {
       cpu::matmul_rows_two(job.w->gate, job.w->up, in_[t.job], {g, ff}, {u, ff}, t.r0, t.r1);
     } else {
       cpu::matmul_rows(job.w->gate, in_[t.job], {g, ff}, t.r0, t.r1);

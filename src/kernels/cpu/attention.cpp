@@ -250,8 +250,12 @@ void attend(const float* q, int64_t q_ld, const int32_t* positions, const std::v
   int64_t blocks = 0;
   for (const AttentionRun& r : runs) blocks += (r.n + kRowsPerTask - 1) / kRowsPerTask;
   if (blocks == 0) return;
+  // Chunks per row block: 4 tasks per thread in all, but a single row block (one decode
+  // sequence) gets one equal chunk per thread: each more chunk costs a walk setup and a
+  // part to merge (4 chunks on 2 threads took 0.05-0.07 ms more per batch-1 step,
+  // in-process A/B, olmoe, ~150 cached positions).
   const int64_t want = 4 * int64_t{pool.size()};
-  const int64_t chunks_wanted = (want + blocks - 1) / blocks;
+  const int64_t chunks_wanted = blocks == 1 ? int64_t{pool.size()} : (want + blocks - 1) / blocks;
   const int64_t part_floats = kRowsPerTask * s.n_head * (s.head_dim_v + 2);
 
   auto& tasks = scratch.tasks();
@@ -265,11 +269,7 @@ void attend(const float* q, int64_t q_ld, const int32_t* positions, const std::v
       int32_t max_pos = 0;
       for (int64_t i = t; i < t1; ++i) max_pos = std::max(max_pos, positions[i]);
       const int64_t span = int64_t{max_pos} + 1;
-      int64_t chunks = std::clamp<int64_t>(span / kMinChunk, 1, chunks_wanted);
-      // A single row block (one decode sequence): one equal chunk per thread. Each more
-      // chunk costs a walk setup and a part to merge: 4 chunks on 2 threads took 0.05-0.07
-      // ms more per batch-1 step (in-process A/B, olmoe, ~150 cached positions).
-      if (blocks == 1) chunks = std::min<int64_t>(chunks, pool.size());
+      const int64_t chunks = std::clamp<int64_t>(span / kMinChunk, 1, chunks_wanted);
       if (chunks == 1) {
         tasks.push_back({static_cast<int32_t>(r), t, t1, 0, span, -1});
         continue;
