@@ -28,6 +28,13 @@ constexpr auto kSpin = std::chrono::microseconds(300);
 
 }  // namespace
 
+void spin_until_set(const std::atomic<int32_t>& flag) {
+  for (int polls = 0; flag.load(std::memory_order_acquire) == 0; ++polls) {
+    if (polls < 4096) SY_PAUSE();
+    else std::this_thread::yield();
+  }
+}
+
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
   for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { worker_loop(t); });
 }

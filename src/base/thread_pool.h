@@ -16,6 +16,10 @@
 
 namespace sy {
 
+// Spins until `flag` is nonzero (acquire), yielding the core after a while in case the
+// thread that sets it was preempted.
+void spin_until_set(const std::atomic<int32_t>& flag);
+
 class ThreadPool {
  public:
   // Task body: (task index, thread index in [0, size())).
@@ -28,7 +32,9 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
 
-  // Runs fn(task, thread) for task in [0, n_tasks) and returns when all are done.
+  // Runs fn(task, thread) for task in [0, n_tasks) and returns when all are done. Tasks
+  // are claimed in index order, and a claimed task is always being run, so a task may wait
+  // (spin_until_set) for something that a lower-indexed task of the same job sets.
   template <class F>
   void parallel_for(int64_t n_tasks, F&& fn) {
     using Fn = std::remove_reference_t<F>;

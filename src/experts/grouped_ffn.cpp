@@ -13,8 +13,8 @@ bool gate_up_share_input(const FfnWeights& w) { return w.up.dtype == w.gate.dtyp
 
 }  // namespace
 
-void GroupedFfn::make_tiles(const std::vector<FfnJob>& jobs, bool down, int threads) {
-  tiles_.clear();
+void GroupedFfn::make_tiles(const std::vector<FfnJob>& jobs, bool down, int threads, std::vector<Tile>& tiles) {
+  tiles.clear();
   auto matrix = [&](size_t j) -> const WeightMatrix& { return down ? jobs[j].w->down : jobs[j].w->gate; };
   int64_t job_bytes = 0;
   for (size_t j = 0; j < jobs.size(); ++j) job_bytes += static_cast<int64_t>(matrix(j).bytes());
@@ -35,7 +35,7 @@ void GroupedFfn::make_tiles(const std::vector<FfnJob>& jobs, bool down, int thre
     const WeightMatrix& w = matrix(j);
     const int64_t least = jobs[j].rows >= 16 ? 128 : 16;
     const int64_t per = std::max<int64_t>(least, cpu::even_row_tile(w, one_token / std::max<int64_t>(1, (jobs[j].rows + 3) / 4)));
-    for (int64_t r = 0; r < w.rows; r += per) tiles_.push_back({static_cast<int32_t>(j), r, std::min(w.rows, r + per)});
+    for (int64_t r = 0; r < w.rows; r += per) tiles.push_back({static_cast<int32_t>(j), r, std::min(w.rows, r + per)});
   }
   // Heaviest and lightest tiles alternately: threads claim consecutive tiles, so a
   // compute-bound tile (an expert with many tokens) tends to run beside a memory-bound one
@@ -43,13 +43,13 @@ void GroupedFfn::make_tiles(const std::vector<FfnJob>& jobs, bool down, int thre
   // Q4_0: batch 16 +11-14%, batch 32 +3-15% tokens/s against expert order.
   // By token count, ties in the order made (job, then rows): what a stable sort gives,
   // without its temporary buffer.
-  by_tokens_ = tiles_;
+  by_tokens_ = tiles;
   std::sort(by_tokens_.begin(), by_tokens_.end(), [&](const Tile& a, const Tile& b) {
     if (jobs[a.job].rows != jobs[b.job].rows) return jobs[a.job].rows > jobs[b.job].rows;
     return a.job != b.job ? a.job < b.job : a.r0 < b.r0;
   });
-  for (size_t i = 0, lo = 0, hi = by_tokens_.size(); i < tiles_.size(); ++i) {
-    tiles_[i] = i % 2 == 0 ? by_tokens_[lo++] : by_tokens_[--hi];
+  for (size_t i = 0, lo = 0, hi = by_tokens_.size(); i < tiles.size(); ++i) {
+    tiles[i] = i % 2 == 0 ? by_tokens_[lo++] : by_tokens_[--hi];
   }
 }
 
@@ -61,54 +61,77 @@ void GroupedFfn::run(const std::vector<FfnJob>& jobs, cpu::Rows x, cpu::OutRows 
     in_up_.resize(nj);
     mid_in_.resize(nj);
   }
-  int64_t total_rows = 0, ff = 0;
+  if (sync_capacity_ < nj) {
+    sync_ = std::make_unique<FfnSync[]>(nj);
+    sync_capacity_ = nj;
+  }
+  ff_ = 0;
+  int64_t total_rows = 0;
   for (const FfnJob& j : jobs) {
     total_rows = std::max(total_rows, j.row0 + j.rows);
-    ff = std::max(ff, j.w->gate.rows);
+    ff_ = std::max(ff_, j.w->gate.rows);
   }
-  if (gate_.size() < static_cast<size_t>(total_rows * ff)) {
-    gate_.resize(total_rows * ff);
-    up_.resize(total_rows * ff);
+  if (gate_.size() < static_cast<size_t>(total_rows * ff_)) {
+    gate_.resize(total_rows * ff_);
+    up_.resize(total_rows * ff_);
   }
+  make_tiles(jobs, false, pool.size(), up_tiles_);
+  make_tiles(jobs, true, pool.size(), down_tiles_);
+  for (size_t j = 0; j < nj; ++j) {
+    sync_[j].input_ready.store(0, std::memory_order_relaxed);
+    sync_[j].mid_ready.store(0, std::memory_order_relaxed);
+    sync_[j].up_tiles_left.store(0, std::memory_order_relaxed);
+  }
+  for (const Tile& t : up_tiles_) sync_[t.job].up_tiles_left.fetch_add(1, std::memory_order_relaxed);
 
-  // 1. Inputs, once per block (gate and up share it when their layouts match).
-  pool.parallel_for(static_cast<int64_t>(nj), [&](int64_t j, int) {
-    const FfnJob& job = jobs[j];
-    const cpu::Rows xr{x.data + job.row0 * x.ld, job.rows, x.ld};
-    in_[j].prepare(job.w->gate, xr);
-    if (!gate_up_share_input(*job.w)) in_up_[j].prepare(job.w->up, xr);
-  });
-
-  // 2. Gate and up rows with SwiGLU on the tile's columns.
-  make_tiles(jobs, false, pool.size());
-  const auto swiglu = cpu::dot_kernels().swiglu;
-  pool.parallel_for(static_cast<int64_t>(tiles_.size()), [&](int64_t i, int) {
-    const Tile& t = tiles_[i];
-    const FfnJob& job = jobs[t.job];
-    float* g = gate_.data() + job.row0 * ff;
-    float* u = up_.data() + job.row0 * ff;
-    if (gate_up_share_input(*job.w)) {
-      cpu::matmul_rows_two(job.w->gate, job.w->up, in_[t.job], {g, ff}, {u, ff}, t.r0, t.r1);
+  // One job, tasks in stage order: a task only waits for earlier tasks of its FFN, which
+  // are already running (ThreadPool claims tasks in order). Against one job per stage
+  // (three barriers per MoE layer), in-process A/B on olmoe Q4_0, 2 threads: batch 1
+  // x1.004-1.012, batch 16 x1.01-1.09.
+  const auto n_prep = static_cast<int64_t>(nj);
+  const auto n_up = static_cast<int64_t>(up_tiles_.size());
+  const auto n_down = static_cast<int64_t>(down_tiles_.size());
+  pool.parallel_for(n_prep + n_up + n_down, [&](int64_t i, int) {
+    if (i < n_prep) {
+      prepare_input(jobs[i], x, i);
+    } else if (i < n_prep + n_up) {
+      gate_up_tile(jobs, up_tiles_[i - n_prep]);
     } else {
-      cpu::matmul_rows(job.w->gate, in_[t.job], {g, ff}, t.r0, t.r1);
-      cpu::matmul_rows(job.w->up, in_up_[t.job], {u, ff}, t.r0, t.r1);
+      const Tile& t = down_tiles_[i - n_prep - n_up];
+      const FfnJob& job = jobs[t.job];
+      spin_until_set(sync_[t.job].mid_ready);
+      cpu::matmul_rows(job.w->down, mid_in_[t.job], {out.data + job.row0 * out.ld, out.ld}, t.r0, t.r1);
     }
-    for (int64_t r = 0; r < job.rows; ++r) swiglu(g + r * ff + t.r0, u + r * ff + t.r0, t.r1 - t.r0);
   });
+}
 
-  // 3. SwiGLU outputs as inputs of the down projections.
-  pool.parallel_for(static_cast<int64_t>(nj), [&](int64_t j, int) {
-    const FfnJob& job = jobs[j];
-    mid_in_[j].prepare(job.w->down, {gate_.data() + job.row0 * ff, job.rows, ff});
-  });
+void GroupedFfn::prepare_input(const FfnJob& job, cpu::Rows x, size_t j) {
+  const cpu::Rows rows{x.data + job.row0 * x.ld, job.rows, x.ld};
+  in_[j].prepare(job.w->gate, rows);
+  if (!gate_up_share_input(*job.w)) in_up_[j].prepare(job.w->up, rows);
+  sync_[j].input_ready.store(1, std::memory_order_release);
+}
 
-  // 4. Down rows straight into the output block.
-  make_tiles(jobs, true, pool.size());
-  pool.parallel_for(static_cast<int64_t>(tiles_.size()), [&](int64_t i, int) {
-    const Tile& t = tiles_[i];
-    const FfnJob& job = jobs[t.job];
-    cpu::matmul_rows(job.w->down, mid_in_[t.job], {out.data + job.row0 * out.ld, out.ld}, t.r0, t.r1);
-  });
+void GroupedFfn::gate_up_tile(const std::vector<FfnJob>& jobs, const Tile& t) {
+  const FfnJob& job = jobs[t.job];
+  FfnSync& sync = sync_[t.job];
+  spin_until_set(sync.input_ready);
+  float* g = gate_.data() + job.row0 * ff_;
+  float* u = up_.data() + job.row0 * ff_;
+  if (gate_up_share_input(*job.w)) {
+    cpu::matmul_rows_two(job.w->gate, job.w->up, in_[t.job], {g, ff_}, {u, ff_}, t.r0, t.r1);
+  } else {
+    cpu::matmul_rows(job.w->gate, in_[t.job], {g, ff_}, t.r0, t.r1);
+    cpu::matmul_rows(job.w->up, in_up_[t.job], {u, ff_}, t.r0, t.r1);
+  }
+  const auto swiglu = cpu::dot_kernels().swiglu;
+  for (int64_t r = 0; r < job.rows; ++r) swiglu(g + r * ff_ + t.r0, u + r * ff_ + t.r0, t.r1 - t.r0);
+  // The FFN's last gate/up tile prepares the SwiGLU output for its down tiles (acq_rel:
+  // the other tiles' columns are visible to it).
+  if (sync.up_tiles_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    mid_in_[t.job].prepare(job.w->down, {g, job.rows, ff_});
+    sync.mid_ready.store(1, std::memory_order_release);
+  }
 }
 
 }  // namespace sy

@@ -1,15 +1,18 @@
 // Runs several SwiGLU FFNs (one MoE layer's active experts, or a single dense FFN), each
-// over its own contiguous block of token rows, as a few parallel jobs over
-// (FFN, row-tile) tasks:
+// over its own contiguous block of token rows, as one parallel job whose tasks go in
+// three stages:
 //   1. prepare each block's input (quantize once, shared by gate and up),
 //   2. gate and up rows of every FFN, fused with SwiGLU, tiles sized by token count so a
-//      hot expert is split finer and no thread idles behind it,
-//   3. prepare each block's SwiGLU output,
-//   4. down rows of every FFN.
+//      hot expert is split finer and no thread idles behind it; an FFN's last tile
+//      prepares its SwiGLU output,
+//   3. down rows of every FFN.
+// A task waits only for its own FFN's earlier stage, not for the whole stage.
 // Every weight tile is streamed once per step, however many tokens its FFN received.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "experts/ffn_weights.h"
@@ -28,11 +31,21 @@ class GroupedFfn {
     int32_t job;
     int64_t r0, r1;
   };
-  void make_tiles(const std::vector<FfnJob>& jobs, bool down, int threads);
+  // Where each FFN is between the stages.
+  struct FfnSync {
+    std::atomic<int32_t> input_ready{0}, mid_ready{0}, up_tiles_left{0};
+  };
+  void make_tiles(const std::vector<FfnJob>& jobs, bool down, int threads, std::vector<Tile>& tiles);
+  void prepare_input(const FfnJob& job, cpu::Rows x, size_t j);
+  void gate_up_tile(const std::vector<FfnJob>& jobs, const Tile& t);
+
+  std::unique_ptr<FfnSync[]> sync_;
+  size_t sync_capacity_ = 0;
+  int64_t ff_ = 0;  // widest FFN: the row stride of gate_ and up_
 
   std::vector<cpu::PreparedInput> in_, in_up_, mid_in_;
   std::vector<float> gate_, up_;
-  std::vector<Tile> tiles_, by_tokens_;
+  std::vector<Tile> up_tiles_, down_tiles_, by_tokens_;
 };
 
 }  // namespace sy

@@ -73,8 +73,9 @@ int64_t Forward::attention_block(int il, const Batch& b, KvCache& cache, bool lo
       for (int h = 0; h < hp_.n_head; ++h) cpu::rms_norm(q + h * hp_.head_dim_k, L.q_norm.data(), hp_.head_dim_k, hp_.rms_eps, q + h * hp_.head_dim_k);
       for (int h = 0; h < hp_.n_head_kv; ++h) cpu::rms_norm(k + h * hp_.head_dim_k, L.k_norm.data(), hp_.head_dim_k, hp_.rms_eps, k + h * hp_.head_dim_k);
     }
-    cpu::rope(q, hp_.n_head, hp_.head_dim_k, b.positions[t], hp_.rope);
-    cpu::rope(k, hp_.n_head_kv, hp_.head_dim_k, b.positions[t], hp_.rope);
+    const float* angles = rope_angles_.data() + t * hp_.rope.n_rot;
+    cpu::rope_rotate(q, hp_.n_head, hp_.head_dim_k, angles, hp_.rope);
+    cpu::rope_rotate(k, hp_.n_head_kv, hp_.head_dim_k, angles, hp_.rope);
     cache.store(il, b.seq[t], b.positions[t], k, &v_[t * vd]);
   });
 
@@ -184,6 +185,10 @@ void Forward::run(const Batch& b, KvCache& cache, std::vector<float>& logits) {
   grow(x_, n * d); grow(h_, n * d); grow(proj_, n * d); grow(ffn_out_, n * d); grow(shared_out_, n * d);
   grow(q_, n * hp_.q_dim()); grow(k_, n * hp_.k_dim()); grow(v_, n * hp_.v_dim());
   grow(attn_, n * hp_.n_head * hp_.head_dim_v);
+  grow(rope_angles_, n * hp_.rope.n_rot);
+  // Each token's rotation angles, once for all layers (sin and cos were ~4 us of each
+  // layer of a decode step).
+  pool_.parallel_for(n, [&](int64_t t, int) { cpu::rope_angles(b.positions[t], hp_.rope, rope_angles_.data() + t * hp_.rope.n_rot); });
 
   model_.experts().begin_step();
   const WeightMatrix& emb = model_.weights().token_embd;

@@ -64,6 +64,7 @@ class Forward {
   RouterRules router_rules_;
 
   std::vector<float> x_, h_, q_, k_, v_, attn_, proj_, ffn_out_, shared_out_, shared_gate_;
+  std::vector<float> rope_angles_;  // per token: cpu::rope_angles
   std::vector<int32_t> kept_seq_, kept_pos_;  // the last layer's rows that want logits
   std::vector<cpu::AttentionRun> attn_runs_;
   std::vector<std::vector<const void*>> kv_blocks_;  // per run: its block table as pointers

@@ -72,7 +72,7 @@ HParams HParams::from_gguf(const GgufFile& f) {
   h.rope.type = h.rules->rope;
   h.rope.freq_base = static_cast<float>(f.get_float(a + "rope.freq_base", 10000.0));
   h.rope.n_rot = get_or("rope.dimension_count", h.head_dim_k);
-  check(f, h.rope.n_rot % 2 == 0 && h.rope.n_rot <= h.head_dim_k && h.rope.n_rot <= 512, "rope.dimension_count must be even and at most the head dimension");
+  check(f, h.rope.n_rot % 2 == 0 && h.rope.n_rot <= h.head_dim_k && h.rope.n_rot <= cpu::kMaxRopeDims, "rope.dimension_count must be even and at most the head dimension");
   const std::string scaling = f.get_string(a + "rope.scaling.type", "none");
   if (scaling == "linear") {
     const double factor = f.get_float(a + "rope.scaling.factor", 1.0);

@@ -46,29 +46,47 @@ void swiglu(float* gate, const float* up, int64_t n) {
   }
 }
 
-void rope(float* x, int n_heads, int head_dim, int32_t pos, const RopeParams& p) {
+void rope_angles(int32_t pos, const RopeParams& p, float* cos_sin) {
   const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
   const int half = p.n_rot / 2;
   // Angles computed by repeated multiplication in float, the way ggml does, so that
   // positions in the thousands give the same rounding.
-  float cos_t[256], sin_t[256];
   float theta = static_cast<float>(pos);
-  for (int i = 0; i < half && i < 256; ++i) {
+  for (int i = 0; i < half; ++i) {
     const float t = p.freq_scale * theta;
-    cos_t[i] = std::cos(t);
-    sin_t[i] = std::sin(t);
+    cos_sin[i] = std::cos(t);
+    cos_sin[half + i] = std::sin(t);
     theta *= theta_scale;
   }
+}
+
+void rope_rotate(float* x, int n_heads, int head_dim, const float* cos_sin, const RopeParams& p) {
+  const int half = p.n_rot / 2;
+  const float* cos_t = cos_sin;
+  const float* sin_t = cos_sin + half;
   for (int h = 0; h < n_heads; ++h) {
     float* v = x + static_cast<int64_t>(h) * head_dim;
-    for (int i = 0; i < half; ++i) {
-      const int a = p.type == RopeType::Norm ? 2 * i : i;
-      const int b = p.type == RopeType::Norm ? 2 * i + 1 : i + half;
-      const float x0 = v[a], x1 = v[b];
-      v[a] = x0 * cos_t[i] - x1 * sin_t[i];
-      v[b] = x0 * sin_t[i] + x1 * cos_t[i];
+    if (p.type == RopeType::Neox) {
+      float* v1 = v + half;
+      for (int i = 0; i < half; ++i) {
+        const float x0 = v[i], x1 = v1[i];
+        v[i] = x0 * cos_t[i] - x1 * sin_t[i];
+        v1[i] = x0 * sin_t[i] + x1 * cos_t[i];
+      }
+    } else {
+      for (int i = 0; i < half; ++i) {
+        const float x0 = v[2 * i], x1 = v[2 * i + 1];
+        v[2 * i] = x0 * cos_t[i] - x1 * sin_t[i];
+        v[2 * i + 1] = x0 * sin_t[i] + x1 * cos_t[i];
+      }
     }
   }
+}
+
+void rope(float* x, int n_heads, int head_dim, int32_t pos, const RopeParams& p) {
+  float cos_sin[kMaxRopeDims];
+  rope_angles(pos, p, cos_sin);
+  rope_rotate(x, n_heads, head_dim, cos_sin, p);
 }
 
 }  // namespace sy::cpu

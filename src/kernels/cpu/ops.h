@@ -28,7 +28,14 @@ struct RopeParams {
   float freq_scale = 1.0f;   // 1 / linear scaling factor
 };
 
-// Rotates n_heads heads of head_dim values at one position, in place.
+// Rotated dimensions per head at most (rope.dimension_count is checked against it).
+constexpr int kMaxRopeDims = 512;
+// A position's n_rot / 2 rotation cosines, then its n_rot / 2 sines (n_rot floats): the
+// same for every head and layer, so a forward step computes them once per token.
+void rope_angles(int32_t pos, const RopeParams& p, float* cos_sin);
+// Rotates n_heads heads of head_dim values in place by angles from rope_angles.
+void rope_rotate(float* x, int n_heads, int head_dim, const float* cos_sin, const RopeParams& p);
+// Both, for one position.
 void rope(float* x, int n_heads, int head_dim, int32_t pos, const RopeParams& p);
 
 }  // namespace sy::cpu
