@@ -10,7 +10,7 @@ namespace sy {
 // the store has pinned the layer's experts (prefetch of later layers goes there).
 template <class AfterPlan>
 void MoeLayer::run_experts(ExpertStore& store, int layer, const std::vector<int32_t>& active,
-                           const std::vector<int64_t>& offsets, cpu::Rows in, float* out, Backend& backend,
+                           const std::vector<int64_t>& offsets, cpu::Rows in, cpu::OutRows out, Backend& backend,
                            MoeStepStats& stats, AfterPlan&& after_plan) {
   store.plan_layer(layer, active, active_tokens_, groups_);
   after_plan();
@@ -23,7 +23,7 @@ void MoeLayer::run_experts(ExpertStore& store, int layer, const std::vector<int3
       stats.rows_computed += n_rows;
       stats.expert_bytes_read += jobs_.back().w->bytes();
     }
-    backend.ffn(jobs_, in, {out, in.ld});
+    backend.ffn(jobs_, in, out);
     for (int32_t e : group) store.release(layer, e);
   }
 }
@@ -52,15 +52,21 @@ MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const Weig
   gathered_.resize(static_cast<size_t>(rows * d));
   expert_out_.resize(static_cast<size_t>(rows * d));
   const bool dense = opt.gating == GatingMode::Static;
+  const bool expert_parallel = opt.comm && opt.comm->size() > 1;
+  // The experts' input rows. A single token's experts all read its row in place (rows 0
+  // floats apart) instead of k copies of it.
+  cpu::Rows expert_in{gathered_.data(), rows, d};
   if (dense) {
     dense_.build(plan_);
     dense_.dispatch(x, ld, d, gathered_.data(), pool);
+  } else if (n == 1 && !expert_parallel) {
+    expert_in = {x, rows, 0};
   } else {
     // Gather: row r of the gathered block is its source token's row.
     backend.gather_rows(x, ld, plan_.row_token.data(), rows, d, gathered_.data());
   }
 
-  if (opt.comm && opt.comm->size() > 1) {
+  if (expert_parallel) {
     // Expert parallelism: this rank runs its own experts over every rank's rows for them.
     if (dense) throw Error("expert parallelism needs dynamic gating (--moe-gating dynamic)");
     exchange_.dispatch(*opt.comm, plan_, gathered_.data(), d);
@@ -68,7 +74,7 @@ MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const Weig
     for (int32_t e : exchange_.active()) active_tokens_.push_back(exchange_.rows(e));
     local_out_.resize(static_cast<size_t>(exchange_.n_rows() * d));
     run_experts(store, layer, exchange_.active(), exchange_.offsets(), {exchange_.local_rows(), exchange_.n_rows(), d},
-                local_out_.data(), backend, stats, [] {});
+                {local_out_.data(), d}, backend, stats, [] {});
     exchange_.combine(*opt.comm, local_out_.data(), expert_out_.data(), d);
   } else {
     // Tokens per active expert: its rows, less static gating's padding rows.
@@ -79,7 +85,7 @@ MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const Weig
         for (int64_t r = plan_.offset[e]; r < plan_.offset[e + 1]; ++r) n_tok -= plan_.row_token[r] < 0;
       active_tokens_.push_back(n_tok);
     }
-    run_experts(store, layer, plan_.active, plan_.offset, {gathered_.data(), rows, d}, expert_out_.data(), backend, stats, [&] {
+    run_experts(store, layer, plan_.active, plan_.offset, expert_in, {expert_out_.data(), d}, backend, stats, [&] {
       for (const NextLayerHint& h : next) {
         // After plan_layer pinned this layer's experts, so the prefetch cannot evict them.
         backend.matmul(*h.router, {x, n, ld}, {logits_.data(), n_expert});

@@ -64,7 +64,7 @@ class MoeLayer {
  private:
   template <class AfterPlan>
   void run_experts(ExpertStore& store, int layer, const std::vector<int32_t>& active,
-                   const std::vector<int64_t>& offsets, cpu::Rows in, float* out, Backend& backend,
+                   const std::vector<int64_t>& offsets, cpu::Rows in, cpu::OutRows out, Backend& backend,
                    MoeStepStats& stats, AfterPlan&& after_plan);
 
   Routing routing_, predicted_;
