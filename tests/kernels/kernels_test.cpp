@@ -297,6 +297,25 @@ TEST(Kernels, VectorExpKernelsMatchLibm) {
   }
 }
 
+// RMSNorm's sum of squares, scalar and dispatched, against a double sum, at lengths with
+// and without a vector tail; the scalar one is what rms_norm ran before it was dispatched.
+TEST(Kernels, SumOfSquaresMatchesDouble) {
+  for (const DotKernels* k : {&dot_kernels_scalar(), &dot_kernels()}) {
+    for (int64_t n : {1, 5, 8, 13, 2048, 2051}) {
+      const auto x = random_vec(n, 31);
+      double want = 0.0;
+      for (float v : x) want += static_cast<double>(v * v);
+      EXPECT_NEAR(k->sum_squares(x.data(), n), want, 1e-12 * want) << k->isa << " n=" << n;
+    }
+  }
+  std::vector<float> x = random_vec(2048, 32), w = random_vec(2048, 33), y(2048);
+  rms_norm(x.data(), w.data(), 2048, 1e-5f, y.data());
+  double ss = 0.0;
+  for (float v : x) ss += static_cast<double>(v) * v;
+  const double scale = 1.0 / std::sqrt(ss / 2048 + 1e-5);
+  for (int i = 0; i < 2048; ++i) EXPECT_NEAR(y[i], x[i] * scale * w[i], 1e-6 * (1 + std::fabs(x[i] * scale * w[i]))) << i;
+}
+
 // Batches of sequences with cached positions `ctx` whose last `n_rows` positions are the
 // query rows, against a double-precision softmax(QK)V over the values as stored (f32, f16
 // or q8_0; q8_0 only where the head sizes are whole blocks).

@@ -84,6 +84,9 @@ struct DotKernels {
   float (*exp_minus_max)(float* x, int64_t n, float* max);
   // gate[i] = silu(gate[i]) * up[i]
   void (*swiglu)(float* gate, const float* up, int64_t n);
+  // The sum of x[i]^2 in double (RMSNorm's, like ggml's; the vector forms sum in another
+  // order).
+  double (*sum_squares)(const float* x, int64_t n);
   // y[i] = x[i] as f16, rounded to nearest even (rows stored into an f16 KV cache).
   void (*to_f16)(const float* x, uint16_t* y, int64_t n);
   // y[i] = x[i] as BF16, rounded to nearest even, NaN kept quiet: f32_to_bf16's bits

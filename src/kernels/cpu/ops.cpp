@@ -2,21 +2,17 @@
 
 #include <cmath>
 
+#include "kernels/cpu/dot.h"
+
 namespace sy::cpu {
 
 void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* y) {
-  // Four partial sums: one dependent chain of double adds would cost ~4 cycles a value.
-  double part[4] = {0.0, 0.0, 0.0, 0.0};
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4)
-    for (int j = 0; j < 4; ++j) part[j] += static_cast<double>(x[i + j] * x[i + j]);
-  for (; i < n; ++i) part[0] += static_cast<double>(x[i] * x[i]);
-  const double sum = (part[0] + part[1]) + (part[2] + part[3]);
+  const double sum = dot_kernels().sum_squares(x, n);
   const float scale = 1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(n)) + eps);
   if (weight) {
-    for (i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
   } else {
-    for (i = 0; i < n; ++i) y[i] = x[i] * scale;
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
   }
 }
 
