@@ -26,13 +26,20 @@ int64_t next_of(uint64_t s) { return static_cast<int64_t>(s & kIndexMask); }
 // the jobs of one forward step, short enough not to burn a core between requests.
 constexpr auto kSpin = std::chrono::microseconds(300);
 
-}  // namespace
-
-void spin_until_set(const std::atomic<int32_t>& flag) {
-  for (int polls = 0; flag.load(std::memory_order_acquire) == 0; ++polls) {
+// Polls done() until it holds, pausing between polls and, after a while, yielding the
+// core instead, in case the thread that makes it hold was preempted.
+template <class Done>
+void spin_then_yield_until(Done done) {
+  for (int polls = 0; !done(); ++polls) {
     if (polls < 4096) SY_PAUSE();
     else std::this_thread::yield();
   }
+}
+
+}  // namespace
+
+void spin_until_set(const std::atomic<int32_t>& flag) {
+  spin_then_yield_until([&] { return flag.load(std::memory_order_acquire) != 0; });
 }
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
@@ -106,12 +113,8 @@ void ThreadPool::run_chunk(int64_t n_tasks, TaskFn fn, void* ctx) {
     wake_.notify_all();
   }
   work(0);
-  // Only tasks already claimed can be outstanding; spin, then yield the core in case the
-  // thread running one was preempted.
-  for (int polls = 0; done_.load(std::memory_order_acquire) != n_tasks; ++polls) {
-    if (polls < 4096) SY_PAUSE();
-    else std::this_thread::yield();
-  }
+  // Only tasks already claimed can be outstanding.
+  spin_then_yield_until([&] { return done_.load(std::memory_order_acquire) == n_tasks; });
 }
 
 void ThreadPool::worker_loop(int thread) {
