@@ -93,19 +93,17 @@ void GroupedFfn::run(const std::vector<FfnJob>& jobs, cpu::Rows x, cpu::OutRows 
   const auto n_down = static_cast<int64_t>(down_tiles_.size());
   pool.parallel_for(n_prep + n_up + n_down, [&](int64_t i, int) {
     if (i < n_prep) {
-      prepare_input(jobs[i], x, i);
+      prepare_input(jobs, static_cast<size_t>(i), x);
     } else if (i < n_prep + n_up) {
       gate_up_tile(jobs, up_tiles_[i - n_prep]);
     } else {
-      const Tile& t = down_tiles_[i - n_prep - n_up];
-      const FfnJob& job = jobs[t.job];
-      spin_until_set(sync_[t.job].mid_ready);
-      cpu::matmul_rows(job.w->down, mid_in_[t.job], {out.data + job.row0 * out.ld, out.ld}, t.r0, t.r1);
+      down_tile(jobs, down_tiles_[i - n_prep - n_up], out);
     }
   });
 }
 
-void GroupedFfn::prepare_input(const FfnJob& job, cpu::Rows x, size_t j) {
+void GroupedFfn::prepare_input(const std::vector<FfnJob>& jobs, size_t j, cpu::Rows x) {
+  const FfnJob& job = jobs[j];
   const cpu::Rows rows{x.data + job.row0 * x.ld, job.rows, x.ld};
   in_[j].prepare(job.w->gate, rows);
   if (!gate_up_share_input(*job.w)) in_up_[j].prepare(job.w->up, rows);
@@ -132,6 +130,12 @@ void GroupedFfn::gate_up_tile(const std::vector<FfnJob>& jobs, const Tile& t) {
     mid_in_[t.job].prepare(job.w->down, {g, job.rows, ff_});
     sync.mid_ready.store(1, std::memory_order_release);
   }
+}
+
+void GroupedFfn::down_tile(const std::vector<FfnJob>& jobs, const Tile& t, cpu::OutRows out) {
+  const FfnJob& job = jobs[t.job];
+  spin_until_set(sync_[t.job].mid_ready);
+  cpu::matmul_rows(job.w->down, mid_in_[t.job], {out.data + job.row0 * out.ld, out.ld}, t.r0, t.r1);
 }
 
 }  // namespace sy

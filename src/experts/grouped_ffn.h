@@ -36,8 +36,10 @@ class GroupedFfn {
     std::atomic<int32_t> input_ready{0}, mid_ready{0}, up_tiles_left{0};
   };
   void make_tiles(const std::vector<FfnJob>& jobs, bool down, int threads, std::vector<Tile>& tiles);
-  void prepare_input(const FfnJob& job, cpu::Rows x, size_t j);
+  // The three stages' tasks.
+  void prepare_input(const std::vector<FfnJob>& jobs, size_t j, cpu::Rows x);
   void gate_up_tile(const std::vector<FfnJob>& jobs, const Tile& t);
+  void down_tile(const std::vector<FfnJob>& jobs, const Tile& t, cpu::OutRows out);
 
   std::unique_ptr<FfnSync[]> sync_;
   size_t sync_capacity_ = 0;
