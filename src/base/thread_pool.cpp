@@ -68,13 +68,23 @@ void ThreadPool::work(int thread) {
     // Claimed task next_of(s) of job job_of(s): that job cannot end before this task
     // does, so its slot is still valid.
     const Job& job = jobs_[job_of(s) & 1];
-    job.fn(job.ctx, next_of(s), thread);
+    if (job.profile) {
+      const auto t0 = JobProfile::Clock::now();
+      job.fn(job.ctx, next_of(s), thread);
+      job.profile->add_busy(thread, JobProfile::Clock::now() - t0);
+    } else {
+      job.fn(job.ctx, next_of(s), thread);
+    }
     done_.fetch_add(1, std::memory_order_acq_rel);
     s = state_.load(std::memory_order_acquire);
   }
 }
 
-void ThreadPool::run(int64_t n_tasks, TaskFn fn, void* ctx) {
+void ThreadPool::run(int64_t n_tasks, TaskFn fn, void* ctx, const char* pretty) {
+  if (n_tasks <= 0) return;
+  JobProfile* profile = profile_.load(std::memory_order_relaxed);
+  JobProfile::JobStart began;
+  if (profile) began = profile->job_started(reinterpret_cast<const void*>(fn), pretty);
   for (int64_t start = 0; start < n_tasks; start += kMaxTasks) {
     // Jobs larger than the index field are run in pieces.
     struct Offset {
@@ -83,26 +93,29 @@ void ThreadPool::run(int64_t n_tasks, TaskFn fn, void* ctx) {
       int64_t start;
     } off{fn, ctx, start};
     if (start == 0 && n_tasks <= kMaxTasks) {
-      run_chunk(n_tasks, fn, ctx);
+      run_chunk(n_tasks, fn, ctx, profile);
     } else {
       run_chunk(std::min(kMaxTasks, n_tasks - start),
                 [](void* c, int64_t t, int th) {
                   auto* o = static_cast<Offset*>(c);
                   o->fn(o->ctx, o->start + t, th);
                 },
-                &off);
+                &off, profile);
     }
   }
+  if (profile) profile->job_ended(reinterpret_cast<const void*>(fn), pretty, n_tasks, began);
 }
 
-void ThreadPool::run_chunk(int64_t n_tasks, TaskFn fn, void* ctx) {
+void ThreadPool::run_chunk(int64_t n_tasks, TaskFn fn, void* ctx, JobProfile* profile) {
   if (n_tasks <= 0) return;
   if (n_threads_ == 1 || n_tasks == 1) {
+    const auto t0 = profile ? JobProfile::Clock::now() : JobProfile::Clock::time_point{};
     for (int64_t i = 0; i < n_tasks; ++i) fn(ctx, i, 0);
+    if (profile) profile->add_busy(0, JobProfile::Clock::now() - t0);
     return;
   }
   job_id_ = (job_id_ + 1) & kJobMask;
-  jobs_[job_id_ & 1] = {fn, ctx};
+  jobs_[job_id_ & 1] = {fn, ctx, profile};
   done_.store(0, std::memory_order_relaxed);
   // seq_cst: the new state must be visible before sleepers_ is read, or a worker going
   // to sleep right now could miss the job.

@@ -14,6 +14,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "base/job_profile.h"
+
 namespace sy {
 
 // Spins until `flag` is nonzero (acquire), yielding the core after a while in case the
@@ -39,7 +41,8 @@ class ThreadPool {
   void parallel_for(int64_t n_tasks, F&& fn) {
     using Fn = std::remove_reference_t<F>;
     auto trampoline = [](void* ctx, int64_t task, int thread) { (*static_cast<Fn*>(ctx))(task, thread); };
-    run(n_tasks, trampoline, const_cast<void*>(static_cast<const void*>(&fn)));
+    // __PRETTY_FUNCTION__ names F, the caller's lambda: a job profile's site name.
+    run(n_tasks, trampoline, const_cast<void*>(static_cast<const void*>(&fn)), __PRETTY_FUNCTION__);
   }
 
   // The same, but on the calling thread alone when the tasks only move fewer than about
@@ -57,14 +60,18 @@ class ThreadPool {
 
   static int default_threads();
 
+  // Times every job from now on into `profile` (null: stop). Call between jobs.
+  void set_profile(JobProfile* profile) { profile_.store(profile, std::memory_order_relaxed); }
+
  private:
   static constexpr int64_t kJobFloats = int64_t{1} << 16;
   struct Job {
     TaskFn fn = nullptr;
     void* ctx = nullptr;
+    JobProfile* profile = nullptr;  // times each task when set
   };
-  void run(int64_t n_tasks, TaskFn fn, void* ctx);
-  void run_chunk(int64_t n_tasks, TaskFn fn, void* ctx);
+  void run(int64_t n_tasks, TaskFn fn, void* ctx, const char* pretty);
+  void run_chunk(int64_t n_tasks, TaskFn fn, void* ctx, JobProfile* profile);
   void worker_loop(int thread);
   // Claims and runs tasks of the current job until none is left.
   void work(int thread);
@@ -81,6 +88,7 @@ class ThreadPool {
   Job jobs_[2];  // indexed by job id & 1; a job's slot is only read after claiming one of its tasks
   std::atomic<int64_t> done_{0};
   uint64_t job_id_ = 0;
+  std::atomic<JobProfile*> profile_{nullptr};
 };
 
 }  // namespace sy

@@ -46,6 +46,9 @@ void add_bench(CLI::App& app) {
   c->add_option("--gen", a->o.gen, "Decode steps per batch size")->check(CLI::Range(1, 1 << 16));
   c->add_option("--batch-prompt", a->o.batch_prompt, "Prompt tokens per sequence before batched decode")->check(CLI::Range(1, 1 << 16));
   c->add_flag("--no-moe", a->o.skip_moe, "Skip the dynamic vs static gating comparison");
+  c->add_flag("--job-profile", a->o.job_profile,
+              "Time every thread-pool job of the decode steps, per step and grouped by the code that starts it: wall "
+              "time, the serial time before it, each thread's idle time inside it");
   c->add_flag("--json", a->json, "Print the figures as JSON on stdout");
   c->callback([a] {
     a->o.batches = parse_int_list(a->batches, "--batch");

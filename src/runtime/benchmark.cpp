@@ -13,6 +13,7 @@
 #include <memory>
 #include <random>
 
+#include "base/job_profile.h"
 #include "experts/direct_reader.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/packed.h"
@@ -285,6 +286,32 @@ json expert_cache_figures(const BenchRun& r, const StoreCounters& before_all, co
   return out;
 }
 
+// The job profile per step: a row per call site, as JSON and as a table in the log.
+json job_profile_figures(const JobProfile& p, int steps, const std::function<void(const std::string&)>& log) {
+  json rows = json::array();
+  char line[512];
+  log("  jobs per step: wall ms | serial ms before | idle ms per thread inside | jobs | site");
+  for (const JobProfile::Site& s : p.sites()) {
+    const double wall = 1e3 * s.wall_s / steps;
+    json idle = json::array();
+    std::string idle_text;
+    for (double busy : s.busy_s) {
+      const double ms = wall - 1e3 * busy / steps;
+      idle.push_back(ms);
+      char v[32];
+      std::snprintf(v, sizeof v, "%s%.3f", idle_text.empty() ? "" : " ", ms);
+      idle_text += v;
+    }
+    rows.push_back({{"site", s.name}, {"jobs", static_cast<double>(s.jobs) / steps},
+                    {"tasks", static_cast<double>(s.tasks) / steps}, {"wall_ms", wall},
+                    {"serial_before_ms", 1e3 * s.serial_before_s / steps}, {"idle_ms_per_thread", idle}});
+    std::snprintf(line, sizeof line, "    %9.3f | %8.3f | %s | %6.1f | %s", wall, 1e3 * s.serial_before_s / steps,
+                  idle_text.c_str(), static_cast<double>(s.jobs) / steps, s.name.c_str());
+    log(line);
+  }
+  return rows;
+}
+
 // B sequences, each after its own untimed prompt, decoding opt.gen steps together.
 json decode_figures(const BenchRun& r, int B) {
   const BenchOptions& opt = r.opt;
@@ -311,11 +338,18 @@ json decode_figures(const BenchRun& r, int B) {
   const StoreCounters before = counters_of(r.tiered);
   std::vector<double> step_seconds, probe_gbps;
   double probe_seconds = 0;
+  // Attached around the forward passes only, so the probe's reads are not among the jobs.
+  JobProfile jobs(r.pool.size());
   for (int step = 0; step < opt.gen; ++step) {
     const auto ts = Clock::now();
     b.clear();
     for (int s = 0; s < B; ++s) b.add(next[s], opt.batch_prompt + step, s, true);
+    if (opt.job_profile) {
+      jobs.begin_window();
+      r.pool.set_profile(&jobs);
+    }
     f.run(b, cache, logits);
+    r.pool.set_profile(nullptr);
     for (int s = 0; s < B; ++s) next[s] = argmax(logits.data() + static_cast<size_t>(s) * h.n_vocab, h.n_vocab);
     step_seconds.push_back(seconds_since(ts));
     for (const MoeStepStats& st : f.moe_stats()) {
@@ -358,6 +392,7 @@ json decode_figures(const BenchRun& r, int B) {
                 " GB/s read alongside the steps (" + std::to_string(100.0 * gbps_median / bw_now) + "%)";
   }
   if (r.tiered) row["expert_cache"] = expert_cache_figures(r, before, after, B * opt.gen, s);
+  if (opt.job_profile) row["jobs_per_step"] = job_profile_figures(jobs, opt.gen, r.log);
   r.log("  batch " + std::to_string(B) + ": " + std::to_string(B * opt.gen / s) + " tokens/s (" +
         std::to_string(B / median) + " at the median step), " + std::to_string(bytes_per_step / 1e9) +
         " GB touched per step, " + std::to_string(gbps) + " GB/s (" + std::to_string(100.0 * gbps / r.bw) +

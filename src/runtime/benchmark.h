@@ -28,6 +28,8 @@ struct BenchOptions {
   std::vector<double> capacity_factors = {1.0, 2.0};
   bool skip_prefill = false;
   bool skip_moe = false;
+  // Time every thread-pool job of the decode steps, grouped by the code that starts it.
+  bool job_profile = false;
   // Read bandwidth measured before the model was loaded (so the probe buffer does not
   // count in the model's peak memory); 0: measure inside run_benchmark.
   double bandwidth_1 = 0, bandwidth_all = 0;

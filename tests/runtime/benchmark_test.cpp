@@ -48,6 +48,7 @@ TEST(Benchmark, ReportsEverySectionOnTheDefaultModel) {
     EXPECT_GT(row["bytes_per_step"].get<double>(), dense);
     EXPECT_GT(row.at("bandwidth_alongside_gbps").get<double>(), 0.0);
     EXPECT_GT(row.at("percent_of_bandwidth_alongside").get<double>(), 0.0);
+    EXPECT_FALSE(row.contains("jobs_per_step")) << "only with --job-profile";
   }
 
   // Dynamic gating computes every (token, expert) assignment once; static gating pads
@@ -59,6 +60,55 @@ TEST(Benchmark, ReportsEverySectionOnTheDefaultModel) {
   EXPECT_LE(moe["static"][1]["dropped"].get<int64_t>(), moe["static"][0]["dropped"].get<int64_t>());
   EXPECT_GT(j["peak_rss_bytes"].get<double>(), 0.0);
   EXPECT_FALSE(log.empty());
+}
+
+// `bench --job-profile`: each decode batch's jobs per step, by the code that started them;
+// the MoE layers' grouped expert job once per MoE layer and step, and the jobs' time and
+// the serial time between them within the step's time.
+TEST(Benchmark, ReportsTheJobsOfAStep) {
+  auto model = Model::load(std::string(SY_SOURCE_DIR) + "/models/tiny-mixtral-f16.gguf");
+  const HParams& h = model->hparams();
+  BenchOptions o;
+  o.batches = {1, 4};
+  o.prompt = 0;
+  o.gen = 3;
+  o.batch_prompt = 4;
+  o.threads = 2;
+  o.bandwidth_bytes = size_t{64} << 20;
+  o.skip_moe = true;
+  o.job_profile = true;
+  std::vector<std::string> log;
+  const nlohmann::json j = run_benchmark(*model, o, [&](const std::string& s) { log.push_back(s); });
+  ASSERT_EQ(j["decode"].size(), 2u);
+  for (const auto& row : j["decode"]) {
+    SCOPED_TRACE(row.dump());
+    const auto& sites = row.at("jobs_per_step");
+    ASSERT_FALSE(sites.empty());
+    double inside_step = 0;
+    bool grouped_ffn = false;
+    for (const auto& s : sites) {
+      const double wall = s["wall_ms"];
+      EXPECT_FALSE(s["site"].get<std::string>().empty());
+      EXPECT_GT(s["jobs"].get<double>(), 0.0);
+      EXPECT_GE(s["tasks"].get<double>(), s["jobs"].get<double>());
+      EXPECT_GE(s["serial_before_ms"].get<double>(), 0.0);
+      ASSERT_EQ(s["idle_ms_per_thread"].size(), 2u);
+      for (double idle : s["idle_ms_per_thread"]) {
+        EXPECT_GE(idle, -0.01);
+        EXPECT_LE(idle, wall + 0.01);
+      }
+      inside_step += wall + s["serial_before_ms"].get<double>();
+      if (s["site"] == "GroupedFfn::run") {
+        grouped_ffn = true;
+        EXPECT_EQ(s["jobs"].get<double>(), h.n_layer - h.n_layer_dense_lead);
+      }
+    }
+    EXPECT_TRUE(grouped_ffn);
+    EXPECT_LE(inside_step, 1e3 * row["seconds"].get<double>() / row["steps"].get<int>() + 0.01);
+  }
+  bool table = false;
+  for (const std::string& line : log) table = table || line.find("GroupedFfn::run") != std::string::npos;
+  EXPECT_TRUE(table) << "the table goes to the log too";
 }
 
 // With an expert cache of one expert per layer every decode step misses: the cache figures
