@@ -12,16 +12,25 @@
 namespace sy {
 namespace {
 
-TEST(Benchmark, ReportsEverySectionOnTheDefaultModel) {
-  auto model = Model::load(std::string(SY_SOURCE_DIR) + "/models/tiny-mixtral-f16.gguf");
-  const HParams& h = model->hparams();
+const std::string kDefaultModel = std::string(SY_SOURCE_DIR) + "/models/tiny-mixtral-f16.gguf";
+
+// A short run on 2 threads: these batch sizes, `gen` decode steps after `batch_prompt`
+// prompt tokens per sequence, no prefill unless `prompt` is set, a 64 MiB bandwidth probe.
+BenchOptions short_run(std::vector<int> batches, int gen, int batch_prompt, int prompt = 0) {
   BenchOptions o;
-  o.batches = {1, 3};
-  o.prompt = 16;
-  o.gen = 4;
-  o.batch_prompt = 8;
+  o.batches = std::move(batches);
+  o.prompt = prompt;
+  o.gen = gen;
+  o.batch_prompt = batch_prompt;
   o.threads = 2;
   o.bandwidth_bytes = size_t{64} << 20;
+  return o;
+}
+
+TEST(Benchmark, ReportsEverySectionOnTheDefaultModel) {
+  auto model = Model::load(kDefaultModel);
+  const HParams& h = model->hparams();
+  BenchOptions o = short_run({1, 3}, 4, 8, 16);
   o.alongside_min_bytes = 0;  // the tiny model's weights sit in the cache: probe them anyway
   std::vector<std::string> log;
   const nlohmann::json j = run_benchmark(*model, o, [&](const std::string& s) { log.push_back(s); });
@@ -66,15 +75,9 @@ TEST(Benchmark, ReportsEverySectionOnTheDefaultModel) {
 // the MoE layers' grouped expert job once per MoE layer and step, and the jobs' time and
 // the serial time between them within the step's time.
 TEST(Benchmark, ReportsTheJobsOfAStep) {
-  auto model = Model::load(std::string(SY_SOURCE_DIR) + "/models/tiny-mixtral-f16.gguf");
+  auto model = Model::load(kDefaultModel);
   const HParams& h = model->hparams();
-  BenchOptions o;
-  o.batches = {1, 4};
-  o.prompt = 0;
-  o.gen = 3;
-  o.batch_prompt = 4;
-  o.threads = 2;
-  o.bandwidth_bytes = size_t{64} << 20;
+  BenchOptions o = short_run({1, 4}, 3, 4);
   o.skip_moe = true;
   o.job_profile = true;
   std::vector<std::string> log;
@@ -114,19 +117,12 @@ TEST(Benchmark, ReportsTheJobsOfAStep) {
 // With an expert cache of one expert per layer every decode step misses: the cache figures
 // account for every expert use and every byte read, and the store's counters agree.
 TEST(Benchmark, ReportsTheExpertCacheFigures) {
-  const std::string path = std::string(SY_SOURCE_DIR) + "/models/tiny-mixtral-f16.gguf";
   ModelOptions mo;
   mo.expert_cache = "0.125";  // 8 experts per layer: one slot each
-  auto model = Model::load(path, mo);
+  auto model = Model::load(kDefaultModel, mo);
   ASSERT_NE(model->tiered_experts(), nullptr);
   const HParams& h = model->hparams();
-  BenchOptions o;
-  o.batches = {1};
-  o.prompt = 0;
-  o.gen = 6;
-  o.batch_prompt = 4;
-  o.threads = 2;
-  o.bandwidth_bytes = size_t{64} << 20;
+  BenchOptions o = short_run({1}, 6, 4);
   o.skip_moe = true;
   const nlohmann::json j = run_benchmark(*model, o, [](const std::string&) {});
 
