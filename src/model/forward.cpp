@@ -5,6 +5,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "kernels/cpu/dot.h"
 #include "kernels/cpu/weight_prep.h"
 
 namespace sy {
@@ -40,9 +41,22 @@ KvCache Forward::make_cache(int64_t n_ctx, int n_seq) const {
   return KvCache::contiguous(hp_.n_layer, hp_.k_dim(), hp_.v_dim(), n_ctx, n_seq, model_.kv_type());
 }
 
-void Forward::norm_rows(const float* x, const std::vector<float>& weight, int64_t n, float* y) {
+void Forward::add_pending_and_norm(const std::vector<float>& weight, int64_t n) {
   const int64_t d = hp_.n_embd;
-  pool_.parallel_for(n, [&](int64_t t, int) { cpu::rms_norm(x + t * d, weight.data(), d, hp_.rms_eps, y + t * d); });
+  const float* delta = pending_;
+  pending_ = nullptr;
+  // axpy with 1: fma(1, a, b) rounds a + b, the same sum as the add it replaces.
+  const auto axpy = cpu::dot_kernels().axpy;
+  pool_.parallel_for(n, [&](int64_t t, int) {
+    float* x = x_.data() + t * d;
+    if (delta) axpy(1.0f, delta + t * d, x, d);
+    cpu::rms_norm(x, weight.data(), d, hp_.rms_eps, h_.data() + t * d);
+  });
+}
+
+void Forward::add_pending(int64_t n) {
+  if (pending_) add_into(x_.data(), pending_, n * hp_.n_embd);
+  pending_ = nullptr;
 }
 
 int64_t Forward::attention_block(int il, const Batch& b, KvCache& cache, bool logit_rows_only) {
@@ -52,7 +66,7 @@ int64_t Forward::attention_block(int il, const Batch& b, KvCache& cache, bool lo
   const int64_t qd = hp_.q_dim(), kd = hp_.k_dim(), vd = hp_.v_dim();
   const int64_t od = int64_t{hp_.n_head} * hp_.head_dim_v;
 
-  norm_rows(x_.data(), L.attn_norm, n, h_.data());
+  add_pending_and_norm(L.attn_norm, n);
   qkv_[0] = {&L.wq, {q_.data(), qd}};
   qkv_[1] = {&L.wk, {k_.data(), kd}};
   qkv_[2] = {&L.wv, {v_.data(), vd}};
@@ -106,7 +120,7 @@ int64_t Forward::attention_block(int il, const Batch& b, KvCache& cache, bool lo
 
   backend_.matmul(L.wo, {attn_.data(), n, od}, {proj_.data(), d});
   add_bias(proj_.data(), n, d, L.bo);
-  add_into(x_.data(), proj_.data(), n * d);
+  pending_ = proj_.data();
   return n;
 }
 
@@ -130,13 +144,13 @@ int64_t Forward::keep_logit_rows(const Batch& b, int64_t qd) {
 void Forward::ffn_block(int il, int64_t n) {
   const LayerWeights& L = model_.weights().layers[il];
   const int64_t d = hp_.n_embd;
-  norm_rows(x_.data(), L.ffn_norm, n, h_.data());
+  add_pending_and_norm(L.ffn_norm, n);
 
   const double t0 = now_seconds();
   if (!hp_.layer_is_moe(il)) {
     ffn_job_.assign(1, {&L.dense, 0, n});
     backend_.ffn(ffn_job_, {h_.data(), n, d}, {ffn_out_.data(), d});
-    add_into(x_.data(), ffn_out_.data(), n * d);
+    pending_ = ffn_out_.data();
     profile_.ffn += now_seconds() - t0;
     return;
   }
@@ -163,7 +177,7 @@ void Forward::ffn_block(int il, int64_t n) {
     }
     profile_.ffn += now_seconds() - t1;
   }
-  add_into(x_.data(), ffn_out_.data(), n * d);
+  pending_ = ffn_out_.data();
 }
 
 void Forward::run(const Batch& b, KvCache& cache, std::vector<float>& logits) {
@@ -204,6 +218,7 @@ void Forward::run(const Batch& b, KvCache& cache, std::vector<float>& logits) {
                      (n_want > 0 || moe_opt_.comm == nullptr);
 
   int64_t rows = n;
+  pending_ = nullptr;  // nothing left over from a step that threw
   for (int il = 0; il < hp_.n_layer; ++il) {
     const double t0 = now_seconds();
     rows = attention_block(il, b, cache, prune && il == hp_.n_layer - 1);
@@ -212,6 +227,7 @@ void Forward::run(const Batch& b, KvCache& cache, std::vector<float>& logits) {
     else moe_stats_[il] = {};  // nothing routed: no stale figures from the previous step
     profile_.attention += t1 - t0;
   }
+  add_pending(rows);
   const double t_out = now_seconds();
 
   // Final norm and the output head only for the rows that want logits (already the first

@@ -47,10 +47,14 @@ class Forward {
   void set_routing_observer(RoutingObserver* observer) { moe_opt_.observer = observer; }
 
  private:
-  // y = rms_norm(x) * weight for n rows of n_embd values, rows across the threads.
-  void norm_rows(const float* x, const std::vector<float>& weight, int64_t n, float* y);
-  // Norms, projections, the cache write and attention of layer il; adds the attention
-  // output to x_. With logit_rows_only, the rows that want no logits stop after their K/V
+  // For the first n rows of x_: adds the pending block output (the residual), then h_ =
+  // rms_norm(x_) * weight; a row per task. The add used to run alone on one thread
+  // between the jobs, a serial pass over x_ before every norm.
+  void add_pending_and_norm(const std::vector<float>& weight, int64_t n);
+  // Adds the pending block output to the first n rows of x_ (after the last layer).
+  void add_pending(int64_t n);
+  // Norms, projections, the cache write and attention of layer il; leaves the attention
+  // output pending for x_ (added by the FFN's norm). With logit_rows_only, the rows that want no logits stop after their K/V
   // write and the others are compacted to the front of q_ and x_. Returns the rows kept.
   int64_t attention_block(int il, const Batch& b, KvCache& cache, bool logit_rows_only);
   int64_t keep_logit_rows(const Batch& b, int64_t qd);
@@ -65,6 +69,8 @@ class Forward {
 
   std::vector<float> x_, h_, q_, k_, v_, attn_, proj_, ffn_out_, shared_out_, shared_gate_;
   std::vector<float> rope_angles_;  // per token: cpu::rope_angles
+  // A block's output (rows of n_embd) that x_ has not received yet: the next norm adds it.
+  const float* pending_ = nullptr;
   std::vector<int32_t> kept_seq_, kept_pos_;  // the last layer's rows that want logits
   std::vector<cpu::AttentionRun> attn_runs_;
   std::vector<std::vector<const void*>> kv_blocks_;  // per run: its block table as pointers
