@@ -54,8 +54,9 @@ class Forward {
   // Adds the pending block output to the first n rows of x_ (after the last layer).
   void add_pending(int64_t n);
   // Norms, projections, the cache write and attention of layer il; leaves the attention
-  // output pending for x_ (added by the FFN's norm). With logit_rows_only, the rows that want no logits stop after their K/V
-  // write and the others are compacted to the front of q_ and x_. Returns the rows kept.
+  // output pending for x_ (added by the FFN's norm). With logit_rows_only, the rows that
+  // want no logits stop after their K/V write and the others are compacted to the front of
+  // q_ and x_. Returns the rows kept.
   int64_t attention_block(int il, const Batch& b, KvCache& cache, bool logit_rows_only);
   int64_t keep_logit_rows(const Batch& b, int64_t qd);
   void ffn_block(int il, int64_t n);
