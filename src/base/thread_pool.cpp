@@ -107,7 +107,6 @@ void ThreadPool::run(int64_t n_tasks, TaskFn fn, void* ctx, const char* pretty) 
 }
 
 void ThreadPool::run_chunk(int64_t n_tasks, TaskFn fn, void* ctx, JobProfile* profile) {
-  if (n_tasks <= 0) return;
   if (n_threads_ == 1 || n_tasks == 1) {
     const auto t0 = profile ? JobProfile::Clock::now() : JobProfile::Clock::time_point{};
     for (int64_t i = 0; i < n_tasks; ++i) fn(ctx, i, 0);

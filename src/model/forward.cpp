@@ -17,10 +17,6 @@ void add_bias(float* rows, int64_t n, int64_t dim, const std::vector<float>& bia
     for (int64_t i = 0; i < dim; ++i) rows[t * dim + i] += bias[i];
 }
 
-void add_into(float* dst, const float* src, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
-}
-
 }  // namespace
 
 RouterRules router_rules(const HParams& hp) {
@@ -55,7 +51,7 @@ void Forward::add_pending_and_norm(const std::vector<float>& weight, int64_t n) 
 }
 
 void Forward::add_pending(int64_t n) {
-  if (pending_) add_into(x_.data(), pending_, n * hp_.n_embd);
+  if (pending_) cpu::dot_kernels().axpy(1.0f, pending_, x_.data(), n * hp_.n_embd);
   pending_ = nullptr;
 }
 
