@@ -1,6 +1,7 @@
 #include "base/job_profile.h"
 
 #include <algorithm>
+#include <string_view>
 
 namespace sy {
 
@@ -12,16 +13,15 @@ void JobProfile::begin_window() {
 }
 
 JobProfile::JobStart JobProfile::job_started(const void* key, const char* pretty) {
-  JobStart s{Clock::now(), std::vector<int64_t>(busy_ns_.size())};
+  JobStart s{Clock::now(), std::vector<int64_t>(busy_ns_.size()), site_index(key, pretty)};
   for (size_t t = 0; t < busy_ns_.size(); ++t) s.busy_ns[t] = busy_ns_[t].load(std::memory_order_relaxed);
-  if (in_window_)
-    raw(key, pretty).sum.serial_before_s += std::chrono::duration<double>(s.t - last_end_).count();
+  if (in_window_) raw_[s.site].sum.serial_before_s += std::chrono::duration<double>(s.t - last_end_).count();
   return s;
 }
 
-void JobProfile::job_ended(const void* key, const char* pretty, int64_t tasks, const JobStart& start) {
+void JobProfile::job_ended(int64_t tasks, const JobStart& start) {
   last_end_ = Clock::now();
-  Site& s = raw(key, pretty).sum;
+  Site& s = raw_[start.site].sum;
   s.jobs += 1;
   s.tasks += tasks;
   s.wall_s += std::chrono::duration<double>(last_end_ - start.t).count();
@@ -32,13 +32,13 @@ void JobProfile::job_ended(const void* key, const char* pretty, int64_t tasks, c
   }
 }
 
-JobProfile::Raw& JobProfile::raw(const void* key, const char* pretty) {
-  for (Raw& r : raw_) {
-    if (r.key == key) return r;
+size_t JobProfile::site_index(const void* key, const char* pretty) {
+  for (size_t i = 0; i < raw_.size(); ++i) {
+    if (raw_[i].key == key) return i;
   }
   raw_.push_back({key, pretty, {}});
   raw_.back().sum.busy_s.assign(busy_ns_.size(), 0.0);
-  return raw_.back();
+  return raw_.size() - 1;
 }
 
 std::vector<JobProfile::Site> JobProfile::sites() const {
@@ -65,7 +65,7 @@ std::string job_site_name(const char* pretty_function) {
   size_t end = s.find("::<lambda");
   if (end == std::string::npos) end = s.find_first_of(";]");
   s = s.substr(0, end);
-  for (const std::string ns : {"(anonymous namespace)::", "{anonymous}::", "sy::cpu::", "sy::"}) {
+  for (const std::string_view ns : {"(anonymous namespace)::", "{anonymous}::", "sy::cpu::", "sy::"}) {
     for (size_t at; (at = s.find(ns)) != std::string::npos;) s.erase(at, ns.size());
   }
   // The function's parameters.

@@ -40,9 +40,10 @@ class JobProfile {
   struct JobStart {
     Clock::time_point t;
     std::vector<int64_t> busy_ns;  // each thread's total at the start
+    size_t site = 0;               // index in raw_, found once per job
   };
   JobStart job_started(const void* key, const char* pretty);
-  void job_ended(const void* key, const char* pretty, int64_t tasks, const JobStart& start);
+  void job_ended(int64_t tasks, const JobStart& start);
   void add_busy(int thread, Clock::duration d) {
     busy_ns_[static_cast<size_t>(thread)].fetch_add(
         std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(), std::memory_order_relaxed);
@@ -54,7 +55,7 @@ class JobProfile {
     const char* pretty;
     Site sum;
   };
-  Raw& raw(const void* key, const char* pretty);
+  size_t site_index(const void* key, const char* pretty);
 
   std::vector<std::atomic<int64_t>> busy_ns_;
   std::vector<Raw> raw_;  // few sites: a linear search by pointer

@@ -103,7 +103,7 @@ void ThreadPool::run(int64_t n_tasks, TaskFn fn, void* ctx, const char* pretty) 
                 &off, profile);
     }
   }
-  if (profile) profile->job_ended(reinterpret_cast<const void*>(fn), pretty, n_tasks, began);
+  if (profile) profile->job_ended(n_tasks, began);
 }
 
 void ThreadPool::run_chunk(int64_t n_tasks, TaskFn fn, void* ctx, JobProfile* profile) {
