@@ -2,13 +2,80 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <sstream>
+
 #include <new>
 #include <utility>
 
 namespace sy {
 namespace {
 constexpr size_t kHugePage = size_t{2} << 20;
+
+std::string read_text(const char* path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// "Key:   123 kB" -> 123 * 1024 bytes; -1 when the line is not that key.
+int64_t kb_field(std::string_view line, std::string_view key) {
+  if (line.size() <= key.size() || line.substr(0, key.size()) != key || line[key.size()] != ':') return -1;
+  line.remove_prefix(key.size() + 1);
+  while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+  int64_t kb = 0;
+  if (std::from_chars(line.data(), line.data() + line.size(), kb).ec != std::errc()) return -1;
+  return kb * 1024;
+}
+
 }  // namespace
+
+std::string parse_transparent_huge_page_mode(std::string_view text) {
+  const size_t open = text.find('['), close = text.find(']');
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open) return "";
+  return std::string(text.substr(open + 1, close - open - 1));
+}
+
+std::string transparent_huge_page_mode() {
+  return parse_transparent_huge_page_mode(read_text("/sys/kernel/mm/transparent_hugepage/enabled"));
+}
+
+double huge_page_fraction_in_smaps(std::string_view text, const std::vector<MemoryRange>& ranges) {
+  double resident = 0, huge = 0;
+  uint64_t lo = 0, hi = 0;
+  double share = 0;  // the part of the current mapping that the ranges cover
+  while (!text.empty()) {
+    const size_t eol = text.find('\n');
+    const std::string_view line = text.substr(0, eol);
+    text.remove_prefix(eol == std::string_view::npos ? text.size() : eol + 1);
+    // A mapping's header: "start-end perms offset dev inode [path]", addresses in hex.
+    const size_t dash = line.find('-');
+    uint64_t start = 0, end = 0;
+    if (dash != std::string_view::npos && dash > 0 &&
+        std::from_chars(line.data(), line.data() + dash, start, 16).ptr == line.data() + dash &&
+        std::from_chars(line.data() + dash + 1, line.data() + line.size(), end, 16).ec == std::errc() && end > start) {
+      lo = start, hi = end;
+      uint64_t covered = 0;
+      for (const MemoryRange& r : ranges) {
+        const uint64_t a = reinterpret_cast<uintptr_t>(r.data), b = a + r.bytes;
+        if (std::min(b, hi) > std::max(a, lo)) covered += std::min(b, hi) - std::max(a, lo);
+      }
+      share = static_cast<double>(covered) / static_cast<double>(hi - lo);
+      continue;
+    }
+    if (share <= 0) continue;
+    if (const int64_t v = kb_field(line, "Rss"); v >= 0) resident += share * static_cast<double>(v);
+    if (const int64_t v = kb_field(line, "AnonHugePages"); v >= 0) huge += share * static_cast<double>(v);
+  }
+  return resident > 0 ? std::min(1.0, huge / resident) : -1.0;
+}
+
+double huge_page_fraction(const std::vector<MemoryRange>& ranges) {
+  return huge_page_fraction_in_smaps(read_text("/proc/self/smaps"), ranges);
+}
 
 void touch_pages(void* p, size_t bytes) {
   for (size_t off = 0; off < bytes; off += 4096) static_cast<volatile uint8_t*>(p)[off] = 0;

@@ -5,8 +5,30 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
 
 namespace sy {
+
+struct MemoryRange {
+  const void* data;
+  size_t bytes;
+};
+
+// The kernel's transparent huge page mode ("always", "madvise" or "never"; empty when
+// unknown), from /sys/kernel/mm/transparent_hugepage/enabled or from that file's text.
+std::string transparent_huge_page_mode();
+std::string parse_transparent_huge_page_mode(std::string_view sysfs_text);
+
+// The share of the resident bytes of `ranges` that sit on huge pages, from
+// /proc/self/smaps or from its text; -1 when none of them is resident. A mapping that
+// holds more than the ranges (the kernel merges neighbouring ones) counts in proportion
+// to its overlap with them. Why it matters beyond the TLB: a direct read into 4 KiB pages
+// carries one DMA segment per page, and virtio disks were measured reading ~1.5-2x slower
+// that way (docs/expert-buffering.md, "Twenty-fifth session").
+double huge_page_fraction(const std::vector<MemoryRange>& ranges);
+double huge_page_fraction_in_smaps(std::string_view smaps_text, const std::vector<MemoryRange>& ranges);
 
 // Faults in every page of [p, p + bytes) now (writes a zero byte per 4 KiB page).
 void touch_pages(void* p, size_t bytes);

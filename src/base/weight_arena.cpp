@@ -24,4 +24,10 @@ uint8_t* WeightArena::allocate(size_t bytes, size_t align) {
   return p;
 }
 
+std::vector<MemoryRange> WeightArena::chunks() const {
+  std::vector<MemoryRange> out;
+  for (const HugePageMemory& c : chunks_) out.push_back({c.data(), c.size()});
+  return out;
+}
+
 }  // namespace sy

@@ -16,6 +16,8 @@ class WeightArena {
   // `align` must be a power of two no larger than 2 MiB.
   uint8_t* allocate(size_t bytes, size_t align = 64);
   size_t bytes() const { return bytes_; }
+  // The chunks allocations are carved from (to ask how much of them sits on huge pages).
+  std::vector<MemoryRange> chunks() const;
 
  private:
   std::vector<HugePageMemory> chunks_;

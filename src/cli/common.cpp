@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "base/error.h"
+#include "base/huge_pages.h"
 
 namespace sy::cli {
 
@@ -53,7 +54,23 @@ MoeOptions ModelArgs::moe() const {
   return o;
 }
 
-std::unique_ptr<Model> load_model(const ModelArgs& a) { return Model::load(a.model, a.model_options()); }
+std::unique_ptr<Model> load_model(const ModelArgs& a) {
+  auto m = Model::load(a.model, a.model_options());
+  if (const TieredExpertStore* store = m->tiered_experts()) warn_without_huge_pages(*store);
+  return m;
+}
+
+void warn_without_huge_pages(const TieredExpertStore& store) {
+  const double huge = store.slot_huge_page_fraction();
+  if (huge < 0 || huge >= 0.5) return;
+  const std::string mode = transparent_huge_page_mode();
+  std::fprintf(stderr,
+               "warning: only %.0f%% of the expert cache's slots are on huge pages (transparent huge pages: %s); "
+               "expert reads then go to the disk in 4 KiB segments, which virtio disks read up to 2x slower. "
+               "Enable them with 'echo madvise > /sys/kernel/mm/transparent_hugepage/enabled' (as root)%s\n",
+               100 * huge, mode.empty() ? "unknown" : mode.c_str(),
+               mode == "never" ? "" : ", or start with more free memory (the kernel found too few free 2 MiB blocks)");
+}
 
 void warn_beyond_training_context(const char* who, const HParams& hp, int64_t ctx) {
   if (hp.n_ctx_train <= 0 || ctx <= hp.n_ctx_train) return;
