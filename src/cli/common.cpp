@@ -61,18 +61,8 @@ std::unique_ptr<Model> load_model(const ModelArgs& a) {
 }
 
 void warn_without_huge_pages(const TieredExpertStore& store) {
-  const double huge = store.slot_huge_page_fraction();
-  if (huge < 0 || huge >= 0.5) return;
-  const std::string mode = transparent_huge_page_mode();
-  // Off: say how to switch them on. On: the kernel had too few free 2 MiB blocks.
-  const std::string fix = mode == "never"
-                              ? "enable them with 'echo madvise > /sys/kernel/mm/transparent_hugepage/enabled' (as root)"
-                              : "free some memory, or compact it with 'echo 1 > /proc/sys/vm/compact_memory' (as root), "
-                                "and start again";
-  std::fprintf(stderr,
-               "warning: only %.0f%% of the expert cache's slots are on huge pages (transparent huge pages: %s); "
-               "expert reads then go to the disk in 4 KiB segments, which virtio disks read up to 2x slower: %s\n",
-               100 * huge, mode.empty() ? "unknown" : mode.c_str(), fix.c_str());
+  const std::string w = slot_huge_page_warning(store.slot_huge_page_fraction(), transparent_huge_page_mode());
+  if (!w.empty()) std::fprintf(stderr, "warning: %s\n", w.c_str());
 }
 
 void warn_beyond_training_context(const char* who, const HParams& hp, int64_t ctx) {

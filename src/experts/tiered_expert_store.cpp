@@ -67,6 +67,19 @@ size_t parse_expert_cache_size(const std::string& s, size_t all_expert_bytes) {
   return static_cast<size_t>(bytes);
 }
 
+std::string slot_huge_page_warning(double fraction, const std::string& thp_mode) {
+  if (fraction < 0 || fraction >= 0.5) return "";
+  // Off: how to switch them on. On: the kernel found too few free 2 MiB blocks.
+  const std::string fix = thp_mode == "never"
+                              ? "enable them with 'echo madvise > /sys/kernel/mm/transparent_hugepage/enabled' (as root)"
+                              : "free some memory, or compact it with 'echo 1 > /proc/sys/vm/compact_memory' (as root), "
+                                "and start again";
+  return "only " + std::to_string(static_cast<int>(100 * fraction)) +
+         "% of the expert cache's slots are on huge pages (transparent huge pages: " +
+         (thp_mode.empty() ? "unknown" : thp_mode) +
+         "); expert reads then go to the disk in 4 KiB segments, which virtio disks read up to 2x slower: " + fix;
+}
+
 TieredExpertStore::TieredExpertStore(const GgufFile& f, const HParams& hp, const TieredStoreOptions& opt)
     : hp_(hp), n_expert_(hp.n_expert) {
   int n_moe = 0;

@@ -46,6 +46,11 @@ int auto_prefetch_layers(size_t budget_bytes, size_t all_bytes);
 // or a fraction of all expert bytes ("0.25", "25%"). Throws sy::Error naming the flag.
 size_t parse_expert_cache_size(const std::string& s, size_t all_expert_bytes);
 
+// What to tell the user when under half of the slots' memory got huge pages (`fraction`,
+// -1 when unknown; `thp_mode` as transparent_huge_page_mode() reads it): the fix that
+// applies to that mode. Empty when there is nothing to say.
+std::string slot_huge_page_warning(double fraction, const std::string& thp_mode);
+
 struct ExpertStoreStats {
   int64_t hits = 0;            // needed experts that were resident when their layer came
   int64_t misses = 0;

@@ -109,6 +109,32 @@ TEST(ExpertStore, IdenticalLogitsPackedQ4_0) {
 // The reader's accounting: reads one at a time keep the disk busy exactly as long as they
 // take; reads on the I/O threads overlap (busy no longer than their summed time) and each
 // counts its time in the queue.
+// Direct reads into 4 KiB pages go out as small DMA segments; the store tells how much of
+// its slots got huge pages, and the warning names the fix for the host's THP mode.
+TEST(ExpertStore, SaysWhetherItsSlotsAreOnHugePages) {
+  ModelOptions o;
+  o.expert_cache = "50%";
+  auto m = Model::load(std::string(SY_SOURCE_DIR) + "/models/tiny-mixtral-f16.gguf", o);
+  const double f = m->tiered_experts()->slot_huge_page_fraction();
+  EXPECT_GE(f, 0.0);  // the slots are touched at start-up, so they are resident
+  EXPECT_LE(f, 1.0);
+  if (transparent_huge_page_mode() == "never") {
+    EXPECT_EQ(f, 0.0);
+  }
+
+  EXPECT_EQ(slot_huge_page_warning(1.0, "madvise"), "");
+  EXPECT_EQ(slot_huge_page_warning(0.5, "always"), "");
+  EXPECT_EQ(slot_huge_page_warning(-1.0, ""), "");  // unknown: nothing to say
+  const std::string off = slot_huge_page_warning(0.0, "never");
+  EXPECT_NE(off.find("only 0% of the expert cache's slots"), std::string::npos) << off;
+  EXPECT_NE(off.find("transparent huge pages: never"), std::string::npos) << off;
+  EXPECT_NE(off.find("echo madvise > /sys/kernel/mm/transparent_hugepage/enabled"), std::string::npos) << off;
+  const std::string fragmented = slot_huge_page_warning(0.25, "madvise");
+  EXPECT_NE(fragmented.find("only 25%"), std::string::npos) << fragmented;
+  EXPECT_NE(fragmented.find("compact_memory"), std::string::npos) << fragmented;
+  EXPECT_EQ(fragmented.find("echo madvise"), std::string::npos) << fragmented;
+}
+
 TEST(DirectReaderStats, CountsReadsBusyTimeAndQueueing) {
   test::TempFile f(".bin");
   std::vector<uint8_t> bytes(size_t{4} << 20);
