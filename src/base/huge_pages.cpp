@@ -21,7 +21,7 @@ std::string read_text(const char* path) {
   return text.str();
 }
 
-// "Key:   123 kB" -> 123 * 1024 bytes; -1 when the line is not that key.
+// "Key:   123 kB" -> 123 * 1024 bytes; -1 when the line is not that key or not a number.
 int64_t kb_field(std::string_view line, std::string_view key) {
   if (line.size() <= key.size() || line.substr(0, key.size()) != key || line[key.size()] != ':') return -1;
   line.remove_prefix(key.size() + 1);
@@ -45,7 +45,6 @@ std::string transparent_huge_page_mode() {
 
 double huge_page_fraction_in_smaps(std::string_view text, const std::vector<MemoryRange>& ranges) {
   double resident = 0, huge = 0;
-  uint64_t lo = 0, hi = 0;
   double share = 0;  // the part of the current mapping that the ranges cover
   while (!text.empty()) {
     const size_t eol = text.find('\n');
@@ -57,13 +56,12 @@ double huge_page_fraction_in_smaps(std::string_view text, const std::vector<Memo
     if (dash != std::string_view::npos && dash > 0 &&
         std::from_chars(line.data(), line.data() + dash, start, 16).ptr == line.data() + dash &&
         std::from_chars(line.data() + dash + 1, line.data() + line.size(), end, 16).ec == std::errc() && end > start) {
-      lo = start, hi = end;
       uint64_t covered = 0;
       for (const MemoryRange& r : ranges) {
         const uint64_t a = reinterpret_cast<uintptr_t>(r.data), b = a + r.bytes;
-        if (std::min(b, hi) > std::max(a, lo)) covered += std::min(b, hi) - std::max(a, lo);
+        if (std::min(b, end) > std::max(a, start)) covered += std::min(b, end) - std::max(a, start);
       }
-      share = static_cast<double>(covered) / static_cast<double>(hi - lo);
+      share = static_cast<double>(covered) / static_cast<double>(end - start);
       continue;
     }
     if (share <= 0) continue;

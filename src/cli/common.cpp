@@ -54,15 +54,19 @@ MoeOptions ModelArgs::moe() const {
   return o;
 }
 
-std::unique_ptr<Model> load_model(const ModelArgs& a) {
-  auto m = Model::load(a.model, a.model_options());
-  if (const TieredExpertStore* store = m->tiered_experts()) warn_without_huge_pages(*store);
-  return m;
-}
+namespace {
 
 void warn_without_huge_pages(const TieredExpertStore& store) {
   const std::string w = slot_huge_page_warning(store.slot_huge_page_fraction(), transparent_huge_page_mode());
   if (!w.empty()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+}
+
+}  // namespace
+
+std::unique_ptr<Model> load_model(const ModelArgs& a) {
+  auto m = Model::load(a.model, a.model_options());
+  if (const TieredExpertStore* store = m->tiered_experts()) warn_without_huge_pages(*store);
+  return m;
 }
 
 void warn_beyond_training_context(const char* who, const HParams& hp, int64_t ctx) {

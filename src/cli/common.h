@@ -32,7 +32,6 @@ struct ModelArgs {
 
 // Loads the model; warns when the expert cache's slots did not get huge pages.
 std::unique_ptr<Model> load_model(const ModelArgs& a);
-void warn_without_huge_pages(const TieredExpertStore& store);
 
 // Warns on stderr (as `who`) when a context runs past the positions the model was trained on:
 // such positions still run, but the model has never seen them and its output degrades.

@@ -501,15 +501,16 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt, const 
     reads.resize(keep);
     r.disk_bw_experts = measure_direct_read_bandwidth(model.file().path(), reads, r.tiered->io_threads());
     r.expert_probe = std::move(reads);
+    const double on_huge_pages = r.tiered->slot_huge_page_fraction();
     out["expert_cache"] = {{"slots", r.tiered->capacity()}, {"policy", r.tiered->policy_name()},
                            {"direct_io", r.tiered->direct_io()}, {"prefetch_layers", model.prefetch_layers()},
                            {"disk_read_gbps", r.disk_bw}, {"disk_read_gbps_one_stream", r.disk_bw1},
                            {"disk_read_gbps_expert_reads", r.disk_bw_experts},
-                           {"slots_on_huge_pages", r.tiered->slot_huge_page_fraction()}};
+                           {"slots_on_huge_pages", on_huge_pages}};
     log("  direct read: " + std::to_string(r.disk_bw1) + " GB/s (1 stream), " + std::to_string(r.disk_bw) +
         " GB/s (4 streams), " + std::to_string(r.disk_bw_experts) + " GB/s (expert reads, " +
         std::to_string(r.tiered->io_threads()) + " in flight); cache of " + std::to_string(r.tiered->capacity()) +
-        " experts (" + std::to_string(static_cast<int>(100 * r.tiered->slot_huge_page_fraction())) +
+        " experts (" + std::to_string(static_cast<int>(100 * on_huge_pages)) +
         "% on huge pages), policy " + r.tiered->policy_name() + ", prefetch " +
         std::to_string(model.prefetch_layers()) + " layer(s) ahead");
   }
