@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <fstream>
 #include <string>
 
 namespace sy {
@@ -47,6 +48,7 @@ TEST(HugePages, CountsOnlyTheMappingsTheRangesOverlap) {
 }
 
 TEST(HugePages, ReadsThisProcessesSmaps) {
+  if (!std::ifstream("/proc/self/smaps").good()) GTEST_SKIP() << "no /proc/self/smaps on this system";
   // Whether the kernel grants huge pages depends on the host; the reading must be a share.
   HugePageMemory m(size_t{8} << 20, /*prefault=*/true);
   const double f = huge_page_fraction({{m.data(), m.size()}});
