@@ -87,8 +87,7 @@ class TieredExpertStore : public ExpertStore {
   bool direct_io() const { return reader_->direct(); }
   int io_threads() const { return reader_->threads(); }
   ReadStats read_stats() const { return reader_->stats(); }
-  // The share of the slots' memory on huge pages (-1: unknown). Direct reads into 4 KiB
-  // pages go out as many small DMA segments, which virtio disks read far slower.
+  // The share of the slots' memory on huge pages (-1: unknown; see huge_page_fraction).
   double slot_huge_page_fraction() const { return huge_page_fraction(arena_.chunks()); }
   // Every read a miss can issue: each expert matrix's place in the file (for a probe of
   // the disk under the store's own pattern).

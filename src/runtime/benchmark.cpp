@@ -510,8 +510,10 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt, const 
     log("  direct read: " + std::to_string(r.disk_bw1) + " GB/s (1 stream), " + std::to_string(r.disk_bw) +
         " GB/s (4 streams), " + std::to_string(r.disk_bw_experts) + " GB/s (expert reads, " +
         std::to_string(r.tiered->io_threads()) + " in flight); cache of " + std::to_string(r.tiered->capacity()) +
-        " experts (" + std::to_string(static_cast<int>(100 * on_huge_pages)) +
-        "% on huge pages), policy " + r.tiered->policy_name() + ", prefetch " +
+        " experts (" +
+        (on_huge_pages < 0 ? std::string("huge pages unknown")
+                           : std::to_string(static_cast<int>(100 * on_huge_pages)) + "% on huge pages") +
+        "), policy " + r.tiered->policy_name() + ", prefetch " +
         std::to_string(model.prefetch_layers()) + " layer(s) ahead");
   }
 
