@@ -7,6 +7,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/huge_pages.h"
+#include "experts/profile_pins.h"
 #include "experts/trace.h"
 #include "formats/gguf_reader.h"
 #include "kernels/cpu/packed.h"
@@ -129,14 +130,15 @@ TieredExpertStore::TieredExpertStore(const GgufFile& f, const HParams& hp, const
   slot_of_.assign(n_units, -1);
   planned_.assign(n_units, 0);
   prefetched_.assign(n_units, 0);
+  shielded_.assign(n_units, 0);
   auto policy = make_policy(opt.policy, n_units);
   policy_name_ = policy->name();
   resident_in_layer_.assign(n_moe, 0);
   cache_ = std::make_unique<ExpertCache>(n_moe, n_expert_, CacheScope::PerLayer, per_layer_,
                                          std::make_unique<PinAwarePolicy>(std::move(policy), [this](int u) {
-                                           return slot_of_[u] >= 0 && !evictable(slots_[slot_of_[u]]);
+                                           return slot_of_[u] >= 0 && !can_evict(u);
                                          }));
-  if (!opt.profile.empty()) pin_profile(opt.profile, per_layer_ / 2);
+  if (!opt.profile.empty()) pin_profile(opt.profile, opt.policy);
 }
 
 std::vector<FileRange> TieredExpertStore::expert_reads() const {
@@ -174,8 +176,7 @@ int TieredExpertStore::claim_slot(int unit, double tokens) {
   if (resident_in_layer_[layer] == per_layer_) {
     bool any = false;
     for (int e = 0; e < n_expert_ && !any; ++e) {
-      const int s = slot_of_[layer * n_expert_ + e];
-      any = s >= 0 && evictable(slots_[s]);
+      any = can_evict(layer * n_expert_ + e);
     }
     if (!any) return -1;
   }
@@ -393,38 +394,37 @@ void TieredExpertStore::release(int layer, int expert) {
 
 void TieredExpertStore::prefetch(int layer, const std::vector<int32_t>& experts) {
   std::lock_guard<std::mutex> lock(mu_);
+  // The predicted experts already resident are about to be used: not victims.
+  for (int32_t e : experts) shielded_[unit_of(layer, e)] = 1;
   for (int32_t e : experts) {
     const int u = unit_of(layer, e);
     if (slot_of_[u] >= 0) continue;
     const int slot = claim_slot(u, 0.0);  // loaded, not yet used: no frequency
-    if (slot < 0) return;
+    if (slot < 0) break;
     prefetched_[u] = 1;
     stats_.prefetch_issued++;
     start_load(slot, Load::Background);
   }
+  for (int32_t e : experts) shielded_[unit_of(layer, e)] = 0;
 }
 
-void TieredExpertStore::pin_profile(const std::string& path, int n_pin) {
+void TieredExpertStore::pin_profile(const std::string& path, const std::string& policy) {
   const Trace t = read_trace(path);
   if (t.info.n_expert != n_expert_ || t.info.n_moe() != static_cast<int>(sources_.size()) / n_expert_) {
     throw Error(path + ": --expert-profile trace is for a model with " + std::to_string(t.info.n_moe()) + " MoE layers of " +
                 std::to_string(t.info.n_expert) + " experts, this one has " + std::to_string(sources_.size() / n_expert_) +
                 " of " + std::to_string(n_expert_));
   }
-  std::vector<double> load(sources_.size(), 0.0);
-  for (int64_t s = 0; s < t.n_steps(); ++s)
-    for (int m = 0; m < t.info.n_moe(); ++m)
-      for (int e = 0; e < n_expert_; ++e) load[m * n_expert_ + e] += t.count(s, m, e);
+  // Half of a token's experts stay free for the cold ones and the prefetches.
+  const int reserve = std::max(1, (t.info.top_k + 1) / 2);
+  const std::vector<int> counts = choose_pin_counts(t, per_layer_, reserve, policy, kDefaultLfuDecay);
+  const auto hottest = experts_by_load(t);
   std::unique_lock<std::mutex> lock(mu_);
   for (int m = 0; m < t.info.n_moe(); ++m) {
-    // The hottest n_pin experts of each layer (ties: lower id).
-    std::vector<int> order(n_expert_);
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return load[m * n_expert_ + a] > load[m * n_expert_ + b]; });
-    for (int i = 0; i < n_pin && i < n_expert_; ++i) {
-      const int unit = m * n_expert_ + order[i];
-      if (load[unit] <= 0) break;
-      const int slot = claim_slot(unit, load[unit]);
+    profile_pins_.push_back(counts[m]);
+    for (int i = 0; i < counts[m]; ++i) {
+      const int unit = m * n_expert_ + hottest[m][i];
+      const int slot = claim_slot(unit, 0.0);
       if (slot < 0) break;
       slots_[slot].permanent = true;
       slots_[slot].pins = 1;

@@ -31,7 +31,7 @@ struct TieredStoreOptions {
   size_t budget_bytes = 0;        // RAM for resident experts
   std::string policy = "eb-lfu";
   int io_threads = 8;  // random ~1 MiB O_DIRECT reads here: 12 in flight read 1.3-1.5x faster than 4
-  std::string profile;            // trace whose hottest experts (half of each layer's slots) are pinned
+  std::string profile;            // trace whose hottest experts are pinned (how many: experts/profile_pins.h)
   bool predictive_prefetch = true;
   int prefetch_layers = 0;  // MoE layers ahead to predict and load; 0: auto_prefetch_layers()
 };
@@ -84,6 +84,8 @@ class TieredExpertStore : public ExpertStore {
   int capacity() const { return static_cast<int>(slots_.size()); }
   const ExpertStoreStats& stats() const { return stats_; }
   const std::string& policy_name() const { return policy_name_; }
+  // Experts pinned from --expert-profile, per MoE layer (empty without a profile).
+  const std::vector<int>& profile_pins() const { return profile_pins_; }
   bool direct_io() const { return reader_->direct(); }
   int io_threads() const { return reader_->threads(); }
   ReadStats read_stats() const { return reader_->stats(); }
@@ -114,6 +116,7 @@ class TieredExpertStore : public ExpertStore {
 
   // Neither in use by the running layer nor still loading.
   static bool evictable(const Slot& s) { return s.pins == 0 && s.state != State::Loading; }
+  bool can_evict(int unit) const { return slot_of_[unit] >= 0 && evictable(slots_[slot_of_[unit]]) && !shielded_[unit]; }
   int unit_of(int layer, int expert) const;
   // A slot for `unit`, evicting the policy's victim if the layer is full; `tokens` is the
   // use it is claimed for (0: a prefetch). -1 when every slot of the layer is pinned.
@@ -129,7 +132,7 @@ class TieredExpertStore : public ExpertStore {
   // waiting (to the load's ready time: the thread's wake-up delay after it is not the
   // load's latency).
   double wait_ready(int slot, std::unique_lock<std::mutex>& lock);
-  void pin_profile(const std::string& path, int n_pin);
+  void pin_profile(const std::string& path, const std::string& policy);
 
   const HParams& hp_;
   std::vector<int> moe_index_;  // layer -> MoE layer index or -1
@@ -140,9 +143,11 @@ class TieredExpertStore : public ExpertStore {
   std::vector<Slot> slots_;
   std::vector<int> slot_of_;     // unit -> slot, -1 when not resident
   std::vector<uint8_t> planned_, prefetched_;
+  std::vector<uint8_t> shielded_;  // predicted for the layer a prefetch is filling: not a victim
   std::unique_ptr<ExpertCache> cache_;
   std::string policy_name_;
   int pinned_ = 0;               // slots with pins > 0
+  std::vector<int> profile_pins_;
   int per_layer_ = 0;            // slots per MoE layer
   std::vector<int> resident_in_layer_;
   int used_slots_ = 0;

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <fstream>
 #include <mutex>
+#include <numeric>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -507,13 +508,19 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt, const 
                            {"disk_read_gbps", r.disk_bw}, {"disk_read_gbps_one_stream", r.disk_bw1},
                            {"disk_read_gbps_expert_reads", r.disk_bw_experts},
                            {"slots_on_huge_pages", on_huge_pages}};
+    const std::vector<int>& pins = r.tiered->profile_pins();
+    std::string pinned;
+    if (!pins.empty()) {
+      out["expert_cache"]["profile_pins_per_layer"] = pins;
+      pinned = ", " + std::to_string(std::accumulate(pins.begin(), pins.end(), 0)) + " pinned from the profile";
+    }
     log("  direct read: " + std::to_string(r.disk_bw1) + " GB/s (1 stream), " + std::to_string(r.disk_bw) +
         " GB/s (4 streams), " + std::to_string(r.disk_bw_experts) + " GB/s (expert reads, " +
         std::to_string(r.tiered->io_threads()) + " in flight); cache of " + std::to_string(r.tiered->capacity()) +
         " experts (" +
         (on_huge_pages < 0 ? std::string("huge pages unknown")
                            : std::to_string(static_cast<int>(100 * on_huge_pages)) + "% on huge pages") +
-        "), policy " + r.tiered->policy_name() + ", prefetch " +
+        "), policy " + r.tiered->policy_name() + pinned + ", prefetch " +
         std::to_string(model.prefetch_layers()) + " layer(s) ahead");
   }
 

@@ -8,14 +8,18 @@
 #include <condition_variable>
 #include <fstream>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "base/error.h"
+#include "analysis/trace_helpers.h"
 #include "experts/allocation_counter.h"
+#include "experts/profile_pins.h"
 #include "experts/tiered_expert_store.h"
+#include "experts/trace.h"
 #include "kernels/cpu/weight_prep.h"
 #include "model/model.h"
 #include "model/packed_file.h"
@@ -295,6 +299,83 @@ TEST(ExpertStore, CountsTheLoadLatencyPrefetchHid) {
   EXPECT_EQ(st.stats().prefetch_used, 2);
   EXPECT_GT(st.stats().prefetch_latency_seconds, latency);
   EXPECT_LE(st.stats().prefetch_wait_seconds, st.stats().prefetch_latency_seconds - latency + 1e-9);
+}
+
+// A prefetch for a layer never evicts an expert it predicts for that layer: the victim is
+// another one, even when the policy ranks the predicted expert lowest.
+TEST(ExpertStore, PrefetchKeepsThePredictedResidentExperts) {
+  ModelOptions o;
+  o.expert_cache = "25%";  // two slots per layer of tiny-mixtral's 8 experts
+  o.tiered.predictive_prefetch = false;
+  auto m = Model::load(std::string(SY_SOURCE_DIR) + "/models/tiny-mixtral-f16.gguf", o);
+  TieredExpertStore& st = *m->tiered_experts();
+  std::vector<std::vector<int32_t>> groups;
+  auto use = [&](int expert, int64_t tokens) {
+    st.begin_step();
+    st.plan_layer(0, {expert}, {tokens}, groups);
+    ASSERT_FALSE(st.acquire(0, expert).empty());
+    st.release(0, expert);
+  };
+  use(1, 1);  // the least used: eb-lfu's victim
+  use(2, 8);
+  st.begin_step();
+  st.prefetch(0, {1, 5});  // 1 is resident and predicted again; 5 needs a slot
+  for (int i = 0; i < 500 && st.stats().loads < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(st.stats().loads, 3);
+  const int64_t misses = st.stats().misses;
+  use(1, 1);
+  use(5, 1);
+  EXPECT_EQ(st.stats().misses, misses) << "the prefetch evicted an expert it predicted";
+  use(2, 1);
+  EXPECT_EQ(st.stats().misses, misses + 1);  // 2 was the one to go
+}
+
+// A profile pins, in each layer, the count that its replay chose of its hottest experts,
+// and their first uses hit. A profile for another shape, or a file that is not a trace, is
+// refused.
+TEST(ExpertStore, PinsTheHottestExpertsOfAProfile) {
+  const std::string model = std::string(SY_SOURCE_DIR) + "/models/tiny-mixtral-f16.gguf";
+  const Trace profile = test::random_trace(5, 4, 8, 2, 300, 1);  // tiny-mixtral's shape
+  test::TempFile file(".sytrace");
+  write_trace(file.path(), profile);
+  ModelOptions o;
+  o.expert_cache = "50%";  // 4 slots per layer
+  o.tiered.profile = file.path();
+  auto m = Model::load(model, o);
+  TieredExpertStore& st = *m->tiered_experts();
+  const std::vector<int> want = choose_pin_counts(profile, 4, 1, "eb-lfu", kDefaultLfuDecay);
+  EXPECT_EQ(st.profile_pins(), want);
+  ASSERT_GT(std::accumulate(want.begin(), want.end(), 0), 0) << "a skewed profile pins something";
+  const auto hottest = experts_by_load(profile);
+  std::vector<std::vector<int32_t>> groups;
+  int pinned = 0;
+  for (int layer = 0; layer < 4; ++layer) {
+    for (int i = 0; i < want[layer]; ++i) {
+      const int32_t e = hottest[layer][i];
+      st.begin_step();
+      st.plan_layer(layer, {e}, {1}, groups);
+      st.release(layer, e);
+      ++pinned;
+    }
+  }
+  EXPECT_EQ(st.stats().hits, pinned);
+  EXPECT_EQ(st.stats().misses, 0);
+
+  Trace other = test::random_trace(1, 4, 16, 2, 8, 4);
+  test::TempFile wrong_shape(".sytrace");
+  write_trace(wrong_shape.path(), other);
+  o.tiered.profile = wrong_shape.path();
+  try {
+    Model::load(model, o);
+    ADD_FAILURE() << "a profile for 16 experts was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--expert-profile trace is for a model with 4 MoE layers of 16 experts"),
+              std::string::npos) << e.what();
+  }
+  test::TempFile junk(".sytrace");
+  std::ofstream(junk.path()) << "not a trace\n";
+  o.tiered.profile = junk.path();
+  EXPECT_THROW(Model::load(model, o), Error);
 }
 
 }  // namespace

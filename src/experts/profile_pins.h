@@ -1,0 +1,31 @@
+// Which experts an --expert-profile pins, and how many per layer. Pinning the hottest
+// experts of a stationary, skewed routing keeps them out of the policy's churn (a
+// synthetic Zipf router: 10% fewer bytes read at a 50% cache); with routing that drifts,
+// the policy's choice beats any fixed one. So the count is chosen per layer by replaying
+// the profile itself: pinned experts plus the policy over the remaining slots.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "experts/trace.h"
+
+namespace sy {
+
+// Per MoE layer of the profile: the experts that received tokens, hottest first (ties:
+// lower id).
+std::vector<std::vector<int>> experts_by_load(const Trace& profile);
+
+// Misses of one MoE layer's pool of `capacity` slots over the profile's steps, when
+// `pinned` experts stay resident (taking slots) and `policy` manages the rest. Requests
+// in the order of analysis/cache_sim: each step's active experts, ascending.
+int64_t replay_layer_misses(const Trace& profile, int moe_layer, const std::vector<int>& pinned, int capacity,
+                            const std::string& policy, double lfu_decay);
+
+// For each MoE layer, the number of hottest experts to pin: the count in 0..capacity -
+// reserve with the fewest replayed misses (ties: fewer pins). `reserve` slots stay free
+// for the cold experts of a step and the prefetches.
+std::vector<int> choose_pin_counts(const Trace& profile, int capacity, int reserve, const std::string& policy,
+                                   double lfu_decay);
+
+}  // namespace sy
