@@ -4,11 +4,14 @@ JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 SAN_BUILD ?= build-sanitize
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= gguf trace tokenizer chat_template api_request
 MODEL ?= models/tiny-mixtral-f16.gguf
 PROMPT ?= In the beginning God
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build build-asan run test test-release test-asan test-sanitize clean
+.PHONY: all deps build build-asan run test test-release test-asan test-sanitize fuzz clean
 
 all: build
 
@@ -46,5 +49,22 @@ test-sanitize: deps
 	cmake --build $(SAN_BUILD) -j $(JOBS)
 	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) --timeout 900
 
+# Each parser of untrusted input under libFuzzer with ASan/UBSan for FUZZ_SECONDS, starting
+# from the seeds in tests/fuzz/corpus/<target> (new inputs go to $(FUZZ_BUILD)/corpus, what
+# crashes to $(FUZZ_BUILD)/crashes: copy those into tests/fuzz/corpus once fixed, so that
+# `make test` replays them). Needs clang: installed by `scripts/install-deps --fuzz`.
+fuzz:
+	@bash scripts/install-deps --fuzz
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DSY_FUZZ=ON -DSY_BUILD_TESTS=OFF $(CMAKE_FLAGS)
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/crashes/$$t; \
+	  echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
+	  if ! ASAN_OPTIONS=detect_leaks=0 ./$(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 \
+	      -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/crashes/$$t/ $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t \
+	      > $(FUZZ_BUILD)/fuzz_$$t.log 2>&1; then tail -40 $(FUZZ_BUILD)/fuzz_$$t.log; exit 1; fi; \
+	  grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb)' $(FUZZ_BUILD)/fuzz_$$t.log; \
+	done
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(SAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(SAN_BUILD) $(FUZZ_BUILD)

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "base/clock.h"
 #include "base/error.h"
@@ -17,8 +16,8 @@
 namespace sy {
 namespace {
 
-// Passes every call to the configured policy but never offers it a pinned unit (one that
-// the running layer uses, or that is still loading).
+// Passes every call to the configured policy but never offers it a unit it may not evict:
+// one the running layer uses, one still loading, or one a prefetch predicts.
 class PinAwarePolicy : public EvictionPolicy {
  public:
   PinAwarePolicy(std::unique_ptr<EvictionPolicy> inner, std::function<bool(int)> pinned)
@@ -421,9 +420,9 @@ void TieredExpertStore::pin_profile(const std::string& path, const std::string& 
   const auto hottest = experts_by_load(t);
   std::unique_lock<std::mutex> lock(mu_);
   for (int m = 0; m < t.info.n_moe(); ++m) {
-    profile_pins_.push_back(counts[m]);
-    for (int i = 0; i < counts[m]; ++i) {
-      const int unit = m * n_expert_ + hottest[m][i];
+    int pinned_here = 0;
+    for (; pinned_here < counts[m]; ++pinned_here) {
+      const int unit = m * n_expert_ + hottest[m][pinned_here];
       const int slot = claim_slot(unit, 0.0);
       if (slot < 0) break;
       slots_[slot].permanent = true;
@@ -431,6 +430,7 @@ void TieredExpertStore::pin_profile(const std::string& path, const std::string& 
       pinned_++;
       start_load(slot, Load::Urgent);
     }
+    profile_pins_.push_back(pinned_here);
   }
   ready_.wait(lock, [&] {
     return std::none_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.state == State::Loading; });

@@ -239,7 +239,8 @@ Trace read_jsonl(const std::string& path, const std::string& data) {
     auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) throw Error(where + ": not a JSON object");
     if (line_no == 1) {
-      if (j.value("format", "") != kJsonFormat)
+      const auto format = j.find("format");
+      if (format == j.end() || !format->is_string() || format->get<std::string>() != kJsonFormat)
         throw Error(where + ": \"format\" is not \"" + std::string(kJsonFormat) + "\"");
       if (json_uint(j, "version", where) != kVersion)
         throw Error(where + ": unsupported trace version (this build reads version 1)");
@@ -257,7 +258,10 @@ Trace read_jsonl(const std::string& path, const std::string& data) {
           throw Error(where + ": \"moe_layers\" holds a non-integer");
         info.moe_layers.push_back(l.get<int>());
       }
-      info.static_gating = j.value("static_gating", false);
+      const auto gating = j.find("static_gating");
+      if (gating != j.end() && !gating->is_boolean())
+        throw Error(where + ": field \"static_gating\" is not true or false");
+      info.static_gating = gating != j.end() && gating->get<bool>();
       validate_info(info, where);
       continue;
     }

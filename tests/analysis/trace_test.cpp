@@ -214,6 +214,12 @@ TEST(AnalysisTrace, TruncatedAndCorruptJsonl) {
   EXPECT_NE(bytes_error(to_bytes(bad), ".jsonl").find("top_k 9"), std::string::npos);
   EXPECT_NE(bytes_error(to_bytes("{\"format\":\"something\"}\n"), ".jsonl").find("format"),
             std::string::npos);
+  // Fields of the wrong JSON type are named, not reported as a library type error (a
+  // fuzzer found both).
+  EXPECT_NE(bytes_error(to_bytes("{\"format\":[0]}\n"), ".jsonl").find("\"format\" is not"), std::string::npos);
+  bad = text;
+  bad.replace(bad.find("\"static_gating\":false"), 21, "\"static_gating\":\"no\"");
+  EXPECT_NE(bytes_error(to_bytes(bad), ".jsonl").find("\"static_gating\" is not true or false"), std::string::npos);
   EXPECT_NE(bytes_error(to_bytes(text.substr(0, text.find('\n') + 1) + "not json\n"), ".jsonl")
                 .find("line 2: not a JSON object"),
             std::string::npos);

@@ -1,6 +1,7 @@
 // AVX2 + FMA + F16C kernels, compiled for that target only and chosen at run time.
 #include "kernels/cpu/dot.h"
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/float_tiles_avx2.h"
 #include "kernels/cpu/hsum_avx.h"
 
@@ -358,7 +359,7 @@ SY_AVX2 void q8_to_f32(const BlockQ8_0* x, float* y, int64_t n) {
 
 const DotKernels* dot_kernels_avx2() {
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ||
-      !__builtin_cpu_supports("f16c")) {
+      !cpu_has_f16c()) {
     return nullptr;
   }
   static const DotKernels k{"avx2",

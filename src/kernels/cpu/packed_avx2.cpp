@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "base/aligned_vector.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/hsum_avx.h"
 
@@ -322,7 +323,7 @@ SY_AVX2 void pack_pairs(DType t, const uint8_t* src, uint8_t* dst, int64_t pairs
 }  // namespace
 
 const PackedKernels* packed_kernels_avx2() {
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c")) return nullptr;
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !cpu_has_f16c()) return nullptr;
   static const PackedKernels k{"avx2",
                                kernel<DType::Q4_0>,
                                kernel<DType::Q8_0>,

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/hsum_avx.h"
 
@@ -528,7 +529,7 @@ SY_VNNI void pack_pairs(DType t, const uint8_t* src, uint8_t* dst, int64_t pairs
 const PackedKernels* packed_kernels_avx512vnni() {
   if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vl") ||
       !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vnni") ||
-      !__builtin_cpu_supports("f16c") || !__builtin_cpu_supports("fma")) {
+      !cpu_has_f16c() || !__builtin_cpu_supports("fma")) {
     return nullptr;
   }
   static const PackedKernels k{"avx512vnni",
