@@ -33,6 +33,8 @@ class MemoryFile {
     }
   }
   ~MemoryFile() { ::close(fd_); }
+  MemoryFile(const MemoryFile&) = delete;
+  MemoryFile& operator=(const MemoryFile&) = delete;
   std::string path() const { return "/proc/self/fd/" + std::to_string(fd_); }
 
  private:
