@@ -6,7 +6,8 @@ ASAN_BUILD ?= build-asan
 SAN_BUILD ?= build-sanitize
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= gguf trace tokenizer chat_template api_request
+# Every target has a seed folder (FuzzCorpus checks it).
+FUZZ_TARGETS ?= $(notdir $(wildcard tests/fuzz/corpus/*))
 MODEL ?= models/tiny-mixtral-f16.gguf
 PROMPT ?= In the beginning God
 CMAKE_FLAGS ?=
@@ -56,11 +57,11 @@ test-sanitize: deps
 fuzz:
 	@bash scripts/install-deps --fuzz
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DSY_FUZZ=ON -DSY_BUILD_TESTS=OFF $(CMAKE_FLAGS)
-	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_parsers
 	@for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/crashes/$$t; \
-	  echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
-	  if ! ASAN_OPTIONS=detect_leaks=0 ./$(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 \
+	  echo "fuzz $$t: $(FUZZ_SECONDS) s"; \
+	  if ! SY_FUZZ_TARGET=$$t ASAN_OPTIONS=detect_leaks=0 ./$(FUZZ_BUILD)/fuzz_parsers -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 \
 	      -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/crashes/$$t/ $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t \
 	      > $(FUZZ_BUILD)/fuzz_$$t.log 2>&1; then tail -40 $(FUZZ_BUILD)/fuzz_$$t.log; exit 1; fi; \
 	  grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb)' $(FUZZ_BUILD)/fuzz_$$t.log; \

@@ -25,7 +25,7 @@ std::vector<std::vector<int>> experts_by_load(const Trace& profile) {
 }
 
 int64_t replay_layer_misses(const Trace& profile, int moe_layer, const std::vector<int>& pinned, int capacity,
-                            const std::string& policy, double lfu_decay) {
+                            const std::string& policy, double lfu_decay, int64_t first_step) {
   const int n_expert = profile.info.n_expert;
   const int free_slots = capacity - static_cast<int>(pinned.size());
   if (free_slots < 1) return -1;
@@ -35,7 +35,7 @@ int64_t replay_layer_misses(const Trace& profile, int moe_layer, const std::vect
   ExpertCache cache(1, n_expert, CacheScope::PerLayer, free_slots, make_policy(policy, n_expert, lfu_decay));
   std::vector<int> units;
   int64_t misses = 0;
-  for (int64_t s = 0; s < profile.n_steps(); ++s) {
+  for (int64_t s = std::max<int64_t>(first_step, 0); s < profile.n_steps(); ++s) {
     cache.begin_step();
     const uint32_t* c = profile.step_layer(s, moe_layer);
     units.clear();
@@ -51,14 +51,16 @@ int64_t replay_layer_misses(const Trace& profile, int moe_layer, const std::vect
 std::vector<int> choose_pin_counts(const Trace& profile, int capacity, int reserve, const std::string& policy,
                                    double lfu_decay) {
   const auto hottest = experts_by_load(profile);
+  const int64_t first = std::max<int64_t>(0, profile.n_steps() - kPinReplaySteps);
   std::vector<int> counts(hottest.size(), 0);
   for (size_t m = 0; m < hottest.size(); ++m) {
     const int most = std::min(capacity - std::max(reserve, 1), static_cast<int>(hottest[m].size()));
+    const int stride = std::max(1, (most + 31) / 32);
     int64_t best = -1;
-    for (int n = 0; n <= most; ++n) {
+    for (int n = 0; n <= most; n = n == most ? most + 1 : std::min(n + stride, most)) {
       const std::vector<int> pinned(hottest[m].begin(), hottest[m].begin() + n);
       const int64_t misses =
-          replay_layer_misses(profile, static_cast<int>(m), pinned, capacity, policy, lfu_decay);
+          replay_layer_misses(profile, static_cast<int>(m), pinned, capacity, policy, lfu_decay, first);
       if (best < 0 || misses < best) {
         best = misses;
         counts[m] = n;

@@ -31,6 +31,13 @@ TEST(FuzzCorpus, EveryTargetHasSeedsAndHandlesThem) {
   }
 }
 
+// `make fuzz` runs one target per seed folder.
+TEST(FuzzCorpus, EverySeedFolderNamesATarget) {
+  for (const auto& entry : fs::directory_iterator(fs::path(SY_SOURCE_DIR) / "tests/fuzz/corpus")) {
+    EXPECT_NO_THROW(target(entry.path().filename().string())) << entry.path();
+  }
+}
+
 TEST(FuzzCorpus, UnknownTargetNamesAreRefused) {
   EXPECT_THROW(target("no-such-parser"), std::invalid_argument);
   EXPECT_EQ(target("gguf"), targets().front().run);

@@ -1,7 +1,8 @@
 // Entry points that take arbitrary bytes to each parser of untrusted input: model files,
 // expert traces, tokenizer text, chat templates and API request bodies. libFuzzer drives
 // them (`make fuzz`, fuzz/fuzz_main.cpp); the test suite replays the saved corpus through
-// the same functions, so every input a fuzzer once found stays a regression test.
+// the same functions, so every input a fuzzer once found stays a regression test. A new
+// target needs only an entry in targets() and a seed folder tests/fuzz/corpus/<name>.
 //
 // A target returns normally when the input is handled: accepted, or refused with a
 // sy::Error (the clear-message path). Any other exception, a crash or a sanitizer report
