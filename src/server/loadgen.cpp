@@ -5,11 +5,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <optional>
 #include <random>
 #include <thread>
 
 #include "base/error.h"
+#include "server/loadgen_replies.h"
 
 namespace sy {
 
@@ -44,31 +46,22 @@ Result send_one(const HttpEndpoint& ep, const std::string& model, const WorkItem
   r.start = std::chrono::duration<double>(t0 - run_start).count();
   r.in_tokens = static_cast<int64_t>(w.prompt.size());
   const HttpReply reply = http_post_sse(ep, "/v1/completions", body.dump(), [&](const std::string& data) {
-    if (data == "[DONE]") return true;
-    const json j = json::parse(data, nullptr, false);
-    if (j.is_discarded()) {
-      r.error = "an event is not JSON: " + data.substr(0, 80);
+    const StreamEvent ev = parse_stream_event(data);
+    if (ev.done) return true;
+    if (!ev.error.empty()) {
+      r.error = ev.error;
       return false;
     }
-    if (j.contains("error")) {
-      r.error = j["error"].value("message", "error event");
-      return false;
-    }
-    if (r.ttft < 0 && j.contains("choices") && !j["choices"].empty()) r.ttft = since(t0);
-    if (j.contains("usage") && j["usage"].is_object()) {
-      r.out_tokens = j["usage"].value("completion_tokens", int64_t{0});
-      r.in_tokens = j["usage"].value("prompt_tokens", r.in_tokens);
-    }
+    if (r.ttft < 0 && ev.has_choice) r.ttft = since(t0);
+    if (ev.completion_tokens) r.out_tokens = *ev.completion_tokens;
+    if (ev.prompt_tokens) r.in_tokens = *ev.prompt_tokens;
     return true;
   });
   r.end = since(t0);
   if (reply.status == 0) {
     if (r.error.empty()) r.error = "no response: " + reply.error;
   } else if (reply.status != 200) {
-    const json e = json::parse(reply.body, nullptr, false);
-    const std::string msg = !e.is_discarded() && e.contains("error") ? e["error"].value("message", "")
-                                                                     : reply.body.substr(0, 120);
-    r.error = "HTTP " + std::to_string(reply.status) + ": " + msg;
+    r.error = "HTTP " + std::to_string(reply.status) + ": " + error_message_of(reply.body);
   } else if (r.error.empty() && !reply.done) {
     r.error = "the stream ended without [DONE]";
   }
@@ -154,14 +147,9 @@ Loadgen::Loadgen(LoadgenConfig cfg) : cfg_(std::move(cfg)) {
                 std::to_string(cfg_.endpoint.port) + cfg_.endpoint.prefix +
                 "/v1/models: " + (r.status ? "HTTP " + std::to_string(r.status) + " " + r.body : r.error));
   }
-  const json j = json::parse(r.body, nullptr, false);
-  if (j.is_discarded() || !j.contains("data") || !j["data"].is_array() || j["data"].empty()) {
-    throw Error("/v1/models returned no model: " + r.body.substr(0, 200));
-  }
-  model_ = cfg_.model.empty() ? j["data"][0].value("id", "") : cfg_.model;
-  for (const auto& m : j["data"]) {
-    if (m.value("id", "") == model_ && m.contains("meta")) n_vocab_ = m["meta"].value("n_vocab", n_vocab_);
-  }
+  const ServedModel m = parse_models_reply(r.body, cfg_.model, n_vocab_);
+  model_ = m.id;
+  n_vocab_ = static_cast<int32_t>(std::min<int64_t>(m.n_vocab, std::numeric_limits<int32_t>::max()));
 }
 
 RunReport Loadgen::run(const std::string& label, double rate, int concurrency) {

@@ -13,6 +13,7 @@
 #include "formats/gguf_reader.h"
 #include "model/model.h"
 #include "server/chat_template.h"
+#include "server/loadgen_replies.h"
 #include "server/openai.h"
 #include "tokenizer/tokenizer.h"
 
@@ -144,13 +145,27 @@ void api_request(const uint8_t* data, size_t size) {
   }
 }
 
+// What `loadgen` reads from a server: the bytes as a stream event, an error body and a
+// model list.
+void loadgen_reply(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  (void)parse_stream_event(text);
+  (void)error_message_of(text);
+  for (const char* wanted : {"", "tiny-mixtral-f16"}) {
+    try {
+      (void)parse_models_reply(text, wanted, 32000);
+    } catch (const Error&) {
+    }
+  }
+}
+
 }  // namespace
 
 const std::vector<Target>& targets() {
   static const std::vector<Target> all = {
       {"gguf", gguf_file},           {"trace", expert_trace},
       {"tokenizer", tokenizer_text}, {"chat_template", chat_template},
-      {"api_request", api_request},
+      {"api_request", api_request},  {"loadgen_reply", loadgen_reply},
   };
   return all;
 }
