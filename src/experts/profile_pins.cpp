@@ -48,26 +48,27 @@ int64_t replay_layer_misses(const Trace& profile, int moe_layer, const std::vect
   return misses;
 }
 
-std::vector<int> choose_pin_counts(const Trace& profile, int capacity, int reserve, const std::string& policy,
-                                   double lfu_decay) {
-  const auto hottest = experts_by_load(profile);
+std::vector<std::vector<int>> choose_pinned_experts(const Trace& profile, int capacity, int reserve,
+                                                    const std::string& policy, double lfu_decay) {
+  std::vector<std::vector<int>> pins = experts_by_load(profile);
   const int64_t first = std::max<int64_t>(0, profile.n_steps() - kPinReplaySteps);
-  std::vector<int> counts(hottest.size(), 0);
-  for (size_t m = 0; m < hottest.size(); ++m) {
-    const int most = std::min(capacity - std::max(reserve, 1), static_cast<int>(hottest[m].size()));
+  for (size_t m = 0; m < pins.size(); ++m) {
+    const int most = std::min(capacity - std::max(reserve, 1), static_cast<int>(pins[m].size()));
     const int stride = std::max(1, (most + 31) / 32);
     int64_t best = -1;
+    int best_n = 0;
     for (int n = 0; n <= most; n = n == most ? most + 1 : std::min(n + stride, most)) {
-      const std::vector<int> pinned(hottest[m].begin(), hottest[m].begin() + n);
+      const std::vector<int> pinned(pins[m].begin(), pins[m].begin() + n);
       const int64_t misses =
           replay_layer_misses(profile, static_cast<int>(m), pinned, capacity, policy, lfu_decay, first);
       if (best < 0 || misses < best) {
         best = misses;
-        counts[m] = n;
+        best_n = n;
       }
     }
+    pins[m].resize(best_n);
   }
-  return counts;
+  return pins;
 }
 
 }  // namespace sy

@@ -23,13 +23,13 @@ std::vector<std::vector<int>> experts_by_load(const Trace& profile);
 int64_t replay_layer_misses(const Trace& profile, int moe_layer, const std::vector<int>& pinned, int capacity,
                             const std::string& policy, double lfu_decay, int64_t first_step = 0);
 
-// For each MoE layer, the number of hottest experts to pin: the count in 0..capacity -
-// reserve with the fewest replayed misses (ties: fewer pins). `reserve` slots stay free
+// For each MoE layer, the experts to pin, hottest first: the n hottest for the n in
+// 0..capacity - reserve with the fewest replayed misses (ties: fewer pins). `reserve` slots stay free
 // for the cold experts of a step and the prefetches. The hottest experts are ranked on
 // the whole profile; the replay covers its last kPinReplaySteps steps and at most 33
 // evenly spaced counts, so that start-up stays short for long profiles of large models.
 inline constexpr int64_t kPinReplaySteps = 2048;
-std::vector<int> choose_pin_counts(const Trace& profile, int capacity, int reserve, const std::string& policy,
-                                   double lfu_decay);
+std::vector<std::vector<int>> choose_pinned_experts(const Trace& profile, int capacity, int reserve,
+                                                    const std::string& policy, double lfu_decay);
 
 }  // namespace sy

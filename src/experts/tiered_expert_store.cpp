@@ -416,13 +416,12 @@ void TieredExpertStore::pin_profile(const std::string& path, const std::string& 
   }
   // Half of a token's experts stay free for the cold ones and the prefetches.
   const int reserve = std::max(1, (t.info.top_k + 1) / 2);
-  const std::vector<int> counts = choose_pin_counts(t, per_layer_, reserve, policy, kDefaultLfuDecay);
-  const auto hottest = experts_by_load(t);
+  const auto pins = choose_pinned_experts(t, per_layer_, reserve, policy, kDefaultLfuDecay);
   std::unique_lock<std::mutex> lock(mu_);
   for (int m = 0; m < t.info.n_moe(); ++m) {
     int pinned_here = 0;
-    for (; pinned_here < counts[m]; ++pinned_here) {
-      const int unit = m * n_expert_ + hottest[m][pinned_here];
+    for (; pinned_here < static_cast<int>(pins[m].size()); ++pinned_here) {
+      const int unit = m * n_expert_ + pins[m][pinned_here];
       const int slot = claim_slot(unit, 0.0);
       if (slot < 0) break;
       slots_[slot].permanent = true;

@@ -80,10 +80,10 @@ ServedModel parse_models_reply(const std::string& body, const std::string& wante
       }
       return m;
     }
-  }
-  if (!wanted.empty() && data && data->is_array() && !data->empty()) {
-    m.id = wanted;  // not listed under that name: the server may still accept it
-    return m;
+    if (!wanted.empty() && !data->empty()) {
+      m.id = wanted;  // not listed under that name: the server may still accept it
+      return m;
+    }
   }
   throw Error("/v1/models returned no model: " + body.substr(0, 200));
 }

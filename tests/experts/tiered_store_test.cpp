@@ -343,15 +343,15 @@ TEST(ExpertStore, PinsTheHottestExpertsOfAProfile) {
   o.tiered.profile = file.path();
   auto m = Model::load(model, o);
   TieredExpertStore& st = *m->tiered_experts();
-  const std::vector<int> want = choose_pin_counts(profile, 4, 1, "eb-lfu", kDefaultLfuDecay);
+  const auto pins = choose_pinned_experts(profile, 4, 1, "eb-lfu", kDefaultLfuDecay);
+  std::vector<int> want;
+  for (const auto& p : pins) want.push_back(static_cast<int>(p.size()));
   EXPECT_EQ(st.profile_pins(), want);
   ASSERT_GT(std::accumulate(want.begin(), want.end(), 0), 0) << "a skewed profile pins something";
-  const auto hottest = experts_by_load(profile);
   std::vector<std::vector<int32_t>> groups;
   int pinned = 0;
   for (int layer = 0; layer < 4; ++layer) {
-    for (int i = 0; i < want[layer]; ++i) {
-      const int32_t e = hottest[layer][i];
+    for (const int32_t e : pins[layer]) {
       st.begin_step();
       st.plan_layer(layer, {e}, {1}, groups);
       st.release(layer, e);
