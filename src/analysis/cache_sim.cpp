@@ -6,17 +6,24 @@
 
 namespace sy {
 
-std::vector<int> demand_sequence(const Trace& t) {
-  std::vector<int> seq;
+std::vector<std::vector<int>> demand_groups(const Trace& t) {
+  std::vector<std::vector<int>> groups;
   const int n_expert = t.info.n_expert;
   for (int64_t s = 0; s < t.n_steps(); ++s) {
     for (int l = 0; l < t.info.n_moe(); ++l) {
       const uint32_t* c = t.step_layer(s, l);
+      std::vector<int>& g = groups.emplace_back();
       for (int e = 0; e < n_expert; ++e) {
-        if (c[e] > 0) seq.push_back(l * n_expert + e);
+        if (c[e] > 0) g.push_back(l * n_expert + e);
       }
     }
   }
+  return groups;
+}
+
+std::vector<int> demand_sequence(const Trace& t) {
+  std::vector<int> seq;
+  for (const auto& g : demand_groups(t)) seq.insert(seq.end(), g.begin(), g.end());
   return seq;
 }
 
@@ -33,11 +40,8 @@ const char* scope_name(CacheScope s) {
 CacheSimResult simulate_cache(const Trace& t, const std::string& policy, CacheScope scope, int capacity,
                               double lfu_decay) {
   const int n_moe = t.info.n_moe(), n_expert = t.info.n_expert, n_units = n_moe * n_expert;
-  std::unique_ptr<EvictionPolicy> p;
-  if (policy == "belady")
-    p = std::make_unique<BeladyPolicy>(n_units, demand_sequence(t));
-  else
-    p = make_policy(policy, n_units, lfu_decay);
+  std::unique_ptr<EvictionPolicy> p =
+      policy == "belady" ? std::make_unique<BeladyPolicy>(n_units, demand_groups(t)) : make_policy(policy, n_units, lfu_decay);
   ExpertCache cache(n_moe, n_expert, scope, capacity, std::move(p));
   CacheSimResult r;
   r.policy = policy;
@@ -54,12 +58,8 @@ CacheSimResult simulate_cache(const Trace& t, const std::string& policy, CacheSc
       for (int e = 0; e < n_expert; ++e) {
         if (c[e] > 0) units.push_back(l * n_expert + e);
       }
-      cache.note_demand(units);
-      for (int u : units) {
-        const bool hit = cache.access(u, c[u - l * n_expert]).hit;
-        ++r.layer_requests[l];
-        r.layer_misses[l] += hit ? 0 : 1;
-      }
+      r.layer_requests[l] += static_cast<int64_t>(units.size());
+      r.layer_misses[l] += cache.serve_layer(units, [&](int u) { return c[u - l * n_expert]; });
     }
   }
   for (int l = 0; l < n_moe; ++l) {

@@ -1,8 +1,12 @@
 // Offline expert-cache simulation over a trace: each step's demand is, per MoE layer, the
-// set of experts that received at least one token; requests are served step by step,
-// layers in execution order, experts ascending within a layer. Every miss loads the
-// expert (demand fetch), so Belady's MIN over the same request sequence is a lower bound
-// on every policy's misses. Misses include the cold start (the cache begins empty).
+// set of experts that received at least one token; demands are served step by step,
+// layers in execution order, each as the tiered store serves a layer: its resident experts
+// first, then the missing ones (ascending), and no expert of the running layer is evicted
+// while the layer needs it unless every resident one is (KeepRunningLayer: a step that
+// needs more experts than fit). So a replay's misses are the store's loads without
+// prefetch. Belady's MIN (evict the expert whose next demand is furthest) is served the
+// same way and is a lower bound on every policy's misses. Every miss loads the expert
+// (demand fetch); misses include the cold start (the cache begins empty).
 #pragma once
 
 #include <cstdint>
@@ -23,7 +27,9 @@ struct CacheSimResult {
   double miss_rate() const { return requests ? double(misses) / double(requests) : 0.0; }
 };
 
-// The request sequence: unit = moe_layer * n_expert + expert, in serving order.
+// Each (step, layer)'s demand, in serving order: units (moe_layer * n_expert + expert),
+// ascending within a demand; and all of them in one sequence.
+std::vector<std::vector<int>> demand_groups(const Trace& t);
 std::vector<int> demand_sequence(const Trace& t);
 
 // policy: "lru", "lfu-decay", "expert-buffering" or "belady".

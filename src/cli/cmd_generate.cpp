@@ -51,6 +51,7 @@ void add_generate(CLI::App& app) {
     }
     warn_beyond_training_context("generate", model->hparams(), n_ctx);
     ThreadPool pool(a->m.n_threads());
+    const ExpertStoreStats cache_before = expert_cache_counters(*model);
     Session session(*model, pool, n_ctx, a->m.moe());
     std::unique_ptr<TraceWriter> trace;
     if (!a->trace.empty()) {
@@ -90,6 +91,7 @@ void add_generate(CLI::App& app) {
     const double gt = std::chrono::duration<double>(t2 - t1).count();
     std::fprintf(stderr, "\nprompt: %zu tokens, %.1f tokens/s | generation: %d tokens, %.1f tokens/s | %d threads\n",
                  prompt.size(), prompt.size() / std::max(pt, 1e-9), generated, generated / std::max(gt, 1e-9), pool.size());
+    (void)report_expert_cache("generate", *model, cache_before, static_cast<double>(session.n_past()));
     if (trace) {
       trace->close();
       std::fprintf(stderr, "trace: %lld steps written to %s\n", static_cast<long long>(trace->n_steps()), a->trace.c_str());

@@ -48,6 +48,7 @@ void add_perplexity(CLI::App& app) {
     const Tokenizer& tok = model->tokenizer();
     const auto tokens = tok.encode(text, tok.add_bos_default(), false);
     ThreadPool pool(a->m.n_threads());
+    const ExpertStoreStats cache_before = expert_cache_counters(*model);
     std::unique_ptr<TraceWriter> trace;
     if (!a->trace.empty()) {
       const int64_t step_tokens = a->batch > 0 ? std::min(a->batch, a->ctx) : a->ctx;
@@ -63,9 +64,13 @@ void add_perplexity(CLI::App& app) {
       trace->close();
       std::fprintf(stderr, "trace: %lld steps written to %s\n", static_cast<long long>(trace->n_steps()), a->trace.c_str());
     }
+    // Every window's tokens go through the model once.
+    const nlohmann::json cache_use =
+        report_expert_cache("perplexity", *model, cache_before, static_cast<double>(r.n_chunks * a->ctx));
     if (a->json) {
       nlohmann::json j = {{"ppl", r.ppl}, {"nll", r.nll}, {"ctx", a->ctx}, {"n_chunks", r.n_chunks},
                           {"n_scored", r.n_scored}, {"n_tokens", r.n_tokens}, {"file", a->file}};
+      if (!cache_use.is_null()) j["expert_cache"] = cache_use;
       std::printf("%s\n", j.dump().c_str());
     } else if (tty) {
       std::printf("perplexity: %.4f over %lld windows of %lld tokens (%lld tokens scored)\n", r.ppl,

@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/huge_pages.h"
+#include "experts/cache_use.h"
 
 namespace sy::cli {
 
@@ -67,6 +68,24 @@ std::unique_ptr<Model> load_model(const ModelArgs& a) {
   auto m = Model::load(a.model, a.model_options());
   if (const TieredExpertStore* store = m->tiered_experts()) warn_without_huge_pages(*store);
   return m;
+}
+
+ExpertStoreStats expert_cache_counters(const Model& m) {
+  const TieredExpertStore* store = m.tiered_experts();
+  return store ? store->stats() : ExpertStoreStats{};
+}
+
+nlohmann::json report_expert_cache(const char* who, const Model& m, const ExpertStoreStats& before, double tokens) {
+  const TieredExpertStore* store = m.tiered_experts();
+  if (!store) return nullptr;
+  const ExpertCacheUse u = expert_cache_use(before, store->stats());
+  std::fprintf(stderr, "%s: expert cache (%s, %d experts): %s\n", who, store->policy_name().c_str(), store->capacity(),
+               describe_expert_cache_use(u, tokens).c_str());
+  return {{"policy", store->policy_name()},   {"slots", store->capacity()},
+          {"hit_rate", u.hit_rate()},         {"prefetched_rate", u.prefetched_rate()},
+          {"load_rate", u.load_rate()},       {"loads", u.loads},
+          {"bytes_read", u.bytes_read},       {"prefetch_accuracy", u.prefetch_accuracy()},
+          {"wait_seconds", u.wait_seconds}};
 }
 
 void warn_beyond_training_context(const char* who, const HParams& hp, int64_t ctx) {

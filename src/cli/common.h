@@ -2,12 +2,14 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "experts/tiered_expert_store.h"
 #include "model/model.h"
 #include "moe/moe_layer.h"
 
@@ -32,6 +34,13 @@ struct ModelArgs {
 
 // Loads the model; warns when the expert cache's slots did not get huge pages.
 std::unique_ptr<Model> load_model(const ModelArgs& a);
+
+// The expert cache's counters now (zeros without --expert-cache): taken after loading, so
+// that a report leaves out the loads of --expert-profile's pins.
+ExpertStoreStats expert_cache_counters(const Model& m);
+// Tells on stderr (as `who`) how the run since `before` used the expert cache, over `tokens`
+// tokens evaluated, and returns the figures as JSON; null and silent without a cache.
+nlohmann::json report_expert_cache(const char* who, const Model& m, const ExpertStoreStats& before, double tokens);
 
 // Warns on stderr (as `who`) when a context runs past the positions the model was trained on:
 // such positions still run, but the model has never seen them and its output degrades.

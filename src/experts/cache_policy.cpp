@@ -1,5 +1,6 @@
 #include "experts/cache_policy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -90,25 +91,38 @@ int BatchAwareLfuPolicy::victim(std::span<const int> resident) {
   return candidates_.empty() ? eb_.victim(resident) : lfu_.victim(candidates_);
 }
 
-BeladyPolicy::BeladyPolicy(int n_units, const std::vector<int>& requests)
-    : next_(requests.size()), next_use_(n_units, std::numeric_limits<int64_t>::max()), requests_(requests) {
+BeladyPolicy::BeladyPolicy(int n_units, const std::vector<std::vector<int>>& groups)
+    : groups_(groups), next_(groups.size()), next_use_(n_units, std::numeric_limits<int64_t>::max()),
+      in_group_(n_units, -1) {
   std::vector<int64_t> upcoming(n_units, std::numeric_limits<int64_t>::max());
-  for (int64_t i = static_cast<int64_t>(requests.size()) - 1; i >= 0; --i) {
-    const int u = requests[i];
-    if (u < 0 || u >= n_units)
-      throw Error("belady: request " + std::to_string(i) + " names unit " + std::to_string(u) +
-                  ", outside 0.." + std::to_string(n_units - 1));
-    next_[i] = upcoming[u];
-    upcoming[u] = i;
+  for (int64_t g = static_cast<int64_t>(groups_.size()) - 1; g >= 0; --g) {
+    for (int u : groups_[g]) {
+      if (u < 0 || u >= n_units)
+        throw Error("belady: demand " + std::to_string(g) + " names unit " + std::to_string(u) + ", outside 0.." +
+                    std::to_string(n_units - 1));
+      next_[g].push_back(upcoming[u]);
+    }
+    for (int u : groups_[g]) upcoming[u] = g;
+  }
+}
+
+void BeladyPolicy::note_demand(std::span<const int> units) {
+  ++group_;
+  if (group_ >= static_cast<int64_t>(groups_.size()) ||
+      !std::equal(units.begin(), units.end(), groups_[group_].begin(), groups_[group_].end())) {
+    throw Error("belady: demand " + std::to_string(group_) +
+                " does not follow the sequence of demands the policy was built from");
+  }
+  for (size_t j = 0; j < units.size(); ++j) {
+    next_use_[units[j]] = next_[group_][j];
+    in_group_[units[j]] = group_;
   }
 }
 
 void BeladyPolicy::on_access(int unit, bool, double) {
-  if (pos_ >= static_cast<int64_t>(requests_.size()) || requests_[pos_] != unit) {
-    throw Error("belady: access " + std::to_string(pos_) + " to unit " + std::to_string(unit) +
-                " does not follow the request sequence the policy was built from");
+  if (group_ < 0 || in_group_[unit] != group_) {
+    throw Error("belady: an access to unit " + std::to_string(unit) + " outside demand " + std::to_string(group_));
   }
-  next_use_[unit] = next_[pos_++];
 }
 
 int BeladyPolicy::victim(std::span<const int> resident) {
@@ -126,7 +140,8 @@ ExpertCache::ExpertCache(int n_layers, int n_expert, CacheScope scope, int capac
       capacity_(capacity),
       policy_(std::move(policy)),
       pools_(scope == CacheScope::PerLayer ? n_layers : 1),
-      slot_(size_t(n_layers) * n_expert, -1) {
+      slot_(size_t(n_layers) * n_expert, -1),
+      running_(size_t(n_layers) * n_expert, 0) {
   if (n_layers < 1 || n_expert < 1) throw Error("expert cache: needs at least one layer and one expert");
   if (capacity < 1) throw Error("expert cache: the capacity must be at least one expert");
   if (!policy_) throw Error("expert cache: no eviction policy");
@@ -143,7 +158,11 @@ ExpertCache::Access ExpertCache::access(int unit, double tokens) {
   }
   std::vector<int>& pool = pools_[scope_ == CacheScope::PerLayer ? unit / n_expert_ : 0];
   if (static_cast<int>(pool.size()) >= capacity_) {
-    const int v = policy_->victim(pool);
+    candidates_.clear();
+    for (int u : pool) {
+      if (!running_[u]) candidates_.push_back(u);
+    }
+    const int v = policy_->victim(candidates_.empty() ? std::span<const int>(pool) : std::span<const int>(candidates_));
     const int at = slot_[v];
     if (at < 0 || pool[at] != v)
       throw Error("expert cache: policy " + policy_->name() + " chose a victim outside the pool");

@@ -11,6 +11,7 @@
 // weight 0: the unit is loaded, but nothing has used it yet.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -113,20 +114,24 @@ class BatchAwareLfuPolicy : public EvictionPolicy {
 };
 
 // Belady's MIN, the offline optimum for demand paging: evict the unit whose next request
-// lies furthest in the future (or never comes). `requests` is the complete sequence of
-// unit requests in the order access() will see them; an access out of that order throws.
+// lies furthest in the future (or never comes). `groups` is the complete sequence of
+// demands, one per note_demand() call (a layer's experts in one step), in the order they
+// will come; requests within a group may come in any order, since a unit's next use is
+// the next group that holds it. A demand or access out of that sequence throws.
 class BeladyPolicy : public EvictionPolicy {
  public:
-  BeladyPolicy(int n_units, const std::vector<int>& requests);
+  BeladyPolicy(int n_units, const std::vector<std::vector<int>>& groups);
   std::string name() const override { return "belady"; }
+  void note_demand(std::span<const int> units) override;
   void on_access(int unit, bool hit, double tokens) override;
   int victim(std::span<const int> resident) override;
 
  private:
-  std::vector<int64_t> next_;      // per request: the index of the same unit's next request
-  std::vector<int64_t> next_use_;  // per unit: its next request index (INT64_MAX: none)
-  std::vector<int> requests_;
-  int64_t pos_ = 0;
+  std::vector<std::vector<int>> groups_;
+  std::vector<std::vector<int64_t>> next_;  // per group and member: the next group that holds it
+  std::vector<int64_t> next_use_;           // per unit: its next group (INT64_MAX: none)
+  std::vector<int64_t> in_group_;           // per unit: the last group that held it
+  int64_t group_ = -1;
 };
 
 enum class CacheScope { PerLayer, Global };
@@ -151,6 +156,22 @@ class ExpertCache {
   // A use of `unit` by `tokens` tokens this step (0: a prefetch, which loads the unit
   // without counting as a use).
   Access access(int unit, double tokens = 1.0);
+  // One layer's demand served as the tiered store serves it: note_demand(units), then the
+  // resident units first and the missing ones after (`units` is reordered so), each with
+  // tokens_of(unit) tokens; meanwhile no unit of the layer is evicted unless every resident
+  // one of the pool is (a step needing more experts than fit), since a layer's experts
+  // compute together (the store pins them). Returns the misses. The offline replays use
+  // this, so that their misses are the store's loads without prefetch.
+  template <class TokensOf>
+  int64_t serve_layer(std::vector<int>& units, TokensOf&& tokens_of) {
+    note_demand(units);
+    std::stable_partition(units.begin(), units.end(), [&](int u) { return resident(u); });
+    for (int u : units) running_.at(u) = 1;
+    int64_t misses = 0;
+    for (int u : units) misses += access(u, tokens_of(u)).hit ? 0 : 1;
+    for (int u : units) running_[u] = 0;
+    return misses;
+  }
   bool resident(int unit) const { return slot_[unit] >= 0; }
   int capacity() const { return capacity_; }
   int n_units() const { return static_cast<int>(slot_.size()); }
@@ -163,6 +184,8 @@ class ExpertCache {
   std::unique_ptr<EvictionPolicy> policy_;
   std::vector<std::vector<int>> pools_;  // resident units per pool
   std::vector<int> slot_;                // unit -> index in its pool, -1 if not resident
+  std::vector<uint8_t> running_;         // unit -> in the demand serve_layer is serving
+  std::vector<int> candidates_;
 };
 
 // The online policies by name: "lru", "lfu-decay", "expert-buffering", "eb-lfu". Throws sy::Error

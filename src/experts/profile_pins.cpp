@@ -42,8 +42,7 @@ int64_t replay_layer_misses(const Trace& profile, int moe_layer, const std::vect
     for (int e = 0; e < n_expert; ++e) {
       if (c[e] > 0 && !is_pinned[e]) units.push_back(e);
     }
-    cache.note_demand(units);
-    for (int u : units) misses += cache.access(u, c[u]).hit ? 0 : 1;
+    misses += cache.serve_layer(units, [&](int u) { return c[u]; });
   }
   return misses;
 }

@@ -15,6 +15,7 @@
 #include <random>
 
 #include "base/job_profile.h"
+#include "experts/cache_use.h"
 #include "experts/direct_reader.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/packed.h"
@@ -238,30 +239,26 @@ json expert_cache_figures(const BenchRun& r, const StoreCounters& before_all, co
                           double seconds) {
   const ExpertStoreStats& before = before_all.store;
   const ExpertStoreStats& a = after.store;
-  // Hits that a prefetch brought in count as prefetched, not as cache hits.
-  const double pre = static_cast<double>(a.prefetch_used - before.prefetch_used);
-  const double hits = a.hits - before.hits - pre, misses = a.misses - before.misses;
-  const double uses = std::max(1.0, hits + pre + misses);
-  const double read = static_cast<double>(a.bytes_read - before.bytes_read);
+  const ExpertCacheUse use = expert_cache_use(before, a);
+  const double pre = use.prefetched, read = use.bytes_read;
   const double per_token = read / tokens;
   // Tokens/s if every missed byte came at `gbps` and nothing else took time.
   auto disk_bound = [&](double gbps) { return per_token > 0 ? gbps * 1e9 / per_token : 0.0; };
   auto percent_of = [&](double bound) { return bound > 0 ? 100.0 * (tokens / seconds) / bound : 0.0; };
   const double disk_bound_tps = disk_bound(r.disk_bw);
-  const int64_t issued = a.prefetch_issued - before.prefetch_issued;
   // The miss latency prefetching hid: of the used prefetches' load times (issue to ready),
   // what the compute did not wait for.
   const double pf_latency = a.prefetch_latency_seconds - before.prefetch_latency_seconds;
   const double pf_hidden = pf_latency - (a.prefetch_wait_seconds - before.prefetch_wait_seconds);
   const double pf_used = std::max(1.0, pre);
-  r.log("    expert cache: hit rate " + std::to_string(hits / uses) + " (+" + std::to_string(pre / uses) +
+  r.log("    expert cache: hit rate " + std::to_string(use.hit_rate()) + " (+" + std::to_string(use.prefetched_rate()) +
         " prefetched), " + std::to_string(per_token / 1e6) + " MB read per token at " + std::to_string(read / seconds / 1e9) +
         " GB/s (disk bound " + std::to_string(disk_bound_tps) + " tokens/s); prefetch: " +
         std::to_string(1e3 * pf_hidden / pf_used) + " of " + std::to_string(1e3 * pf_latency / pf_used) +
         " ms of load latency hidden per prefetched expert used");
   json io = io_figures(r, before_all.io, after.io, a.pack_seconds - before.pack_seconds, tokens, seconds);
-  json out = {{"hit_rate", hits / uses},
-            {"prefetched_rate", pre / uses},
+  json out = {{"hit_rate", use.hit_rate()},
+            {"prefetched_rate", use.prefetched_rate()},
             {"bytes_read_per_token", per_token},
             {"read_gbps", read / seconds / 1e9},
             {"disk_bound_tokens_per_s", disk_bound_tps},
@@ -270,14 +267,17 @@ json expert_cache_figures(const BenchRun& r, const StoreCounters& before_all, co
             {"percent_of_disk_bound_one_stream", percent_of(disk_bound(r.disk_bw1))},
             // And against what the disk gives the store's own pattern of reads.
             {"percent_of_disk_bound_expert_reads", percent_of(disk_bound(r.disk_bw_experts))},
-            {"prefetch_issued", issued},
+            {"prefetch_issued", use.prefetch_issued},
             {"prefetch_used", a.prefetch_used - before.prefetch_used},
             // Of the experts prefetch loaded, the share the next layer used.
-            {"prefetch_accuracy", issued > 0 ? pre / static_cast<double>(issued) : 0.0},
-            {"wait_seconds", a.wait_seconds - before.wait_seconds},
+            {"prefetch_accuracy", use.prefetch_accuracy()},
+            // Every expert read (on demand or by a prefetch) per expert needed: what an
+            // offline policy's miss rate compares with.
+            {"load_rate", use.load_rate()},
+            {"wait_seconds", use.wait_seconds},
             // Time the compute waited for loads, and the I/O jobs' busy time summed over the
             // I/O threads (loads overlap each other and compute).
-            {"wait_ms_per_token", 1e3 * (a.wait_seconds - before.wait_seconds) / tokens},
+            {"wait_ms_per_token", 1e3 * use.wait_seconds / tokens},
             {"io_busy_ms_per_token", 1e3 * (a.read_seconds - before.read_seconds) / tokens},
             {"prefetch_latency_ms_per_use", 1e3 * pf_latency / pf_used},
             {"prefetch_hidden_ms_per_use", 1e3 * pf_hidden / pf_used},

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <numeric>
 #include <string>
@@ -14,9 +15,11 @@
 #include <utility>
 #include <vector>
 
+#include "analysis/cache_sim.h"
 #include "analysis/trace_helpers.h"
 #include "base/error.h"
 #include "experts/allocation_counter.h"
+#include "experts/cache_use.h"
 #include "experts/profile_pins.h"
 #include "experts/tiered_expert_store.h"
 #include "experts/trace.h"
@@ -299,6 +302,43 @@ TEST(ExpertStore, CountsTheLoadLatencyPrefetchHid) {
   EXPECT_EQ(st.stats().prefetch_used, 2);
   EXPECT_GT(st.stats().prefetch_latency_seconds, latency);
   EXPECT_LE(st.stats().prefetch_wait_seconds, st.stats().prefetch_latency_seconds - latency + 1e-9);
+}
+
+// Without prefetch the store is the replay's eviction policy run live: decoding the
+// bundled model's validation text one token per step, it loads exactly the experts that
+// `analyze`'s offline replay of the same run's trace misses, for each policy, and never
+// fewer than Belady's MIN. This is what lets the replay's miss rates speak for the store.
+TEST(ExpertStore, LoadsWhatTheReplayOfItsOwnTraceMisses) {
+  const std::string model = std::string(SY_SOURCE_DIR) + "/models/tiny-mixtral-f16.gguf";
+  std::ifstream in(test::shared_path("models/tiny-mixtral/valid.txt"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  text.resize(std::min<size_t>(text.size(), 1500));
+  for (const std::string policy : {"eb-lfu", "lru", "lfu-decay", "expert-buffering"}) {
+    ModelOptions o;
+    o.expert_cache = "50%";  // 4 of 8 experts per layer
+    o.tiered.policy = policy;
+    o.tiered.predictive_prefetch = false;
+    auto m = Model::load(model, o);
+    const auto tokens = m->tokenizer().encode(text, true, false);
+    ASSERT_GT(tokens.size(), 200u);
+    test::TempFile file(".sytrace");
+    TraceWriter trace(file.path(), TraceInfo::from_hparams(m->hparams(), false), 1);
+    ThreadPool pool(2);
+    Session s(*m, pool, static_cast<int64_t>(tokens.size()) + 1);
+    s.forward().set_routing_observer(&trace);
+    const ExpertStoreStats before = m->tiered_experts()->stats();
+    for (int32_t t : tokens) s.eval({t});
+    trace.close();
+    const ExpertCacheUse use = expert_cache_use(before, m->tiered_experts()->stats());
+
+    const Trace replayed = read_trace(file.path());
+    const CacheSimResult sim = simulate_cache(replayed, policy, CacheScope::PerLayer, 4);
+    EXPECT_EQ(use.uses, static_cast<double>(sim.requests)) << policy;
+    EXPECT_EQ(use.loads, static_cast<double>(sim.misses)) << policy;
+    EXPECT_EQ(use.misses, use.loads) << policy << ": without prefetch every load is a demand miss";
+    EXPECT_DOUBLE_EQ(use.load_rate(), sim.miss_rate()) << policy;
+    EXPECT_GE(use.loads, static_cast<double>(simulate_cache(replayed, "belady", CacheScope::PerLayer, 4).misses));
+  }
 }
 
 // A prefetch for a layer never evicts an expert it predicts for that layer: the victim is

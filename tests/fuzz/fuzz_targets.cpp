@@ -15,6 +15,7 @@
 #include "server/chat_template.h"
 #include "server/loadgen_replies.h"
 #include "server/openai.h"
+#include "server/tokenize_api.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sy::fuzz {
@@ -122,7 +123,8 @@ void chat_template(const uint8_t* data, size_t size) {
   }
 }
 
-// A request body for both endpoints, parsed against the bundled model's tokenizer.
+// A request body for the two completion endpoints (parsed against the bundled model's
+// tokenizer) and for /tokenize and /detokenize.
 void api_request(const uint8_t* data, size_t size) {
   static const ChatTemplate chat = ChatTemplate::detect("", "<s>", "</s>");
   ApiContext ctx;
@@ -140,6 +142,18 @@ void api_request(const uint8_t* data, size_t size) {
   for (Endpoint ep : {Endpoint::Completions, Endpoint::Chat}) {
     try {
       (void)parse_completion_request(j, ep, ctx);
+    } catch (const Error&) {
+    }
+  }
+  // The same body to /tokenize and /detokenize, on both tokenizers (the BPE one has no
+  // SentencePiece byte fallback, so odd ids and bytes take other paths).
+  for (const Tokenizer* tok : {&spm_tokenizer(), &bpe_tokenizer()}) {
+    try {
+      (void)tokenize_response(j, *tok, ctx.model_id, ctx.ctx_size);
+    } catch (const Error&) {
+    }
+    try {
+      (void)detokenize_response(j, *tok, ctx.model_id);
     } catch (const Error&) {
     }
   }
