@@ -5,7 +5,11 @@
 // decay of 0.9 per step.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <map>
+#include <numeric>
+#include <random>
 
 #include "analysis/cache_sim.h"
 #include "base/error.h"
@@ -142,6 +146,59 @@ TEST(AnalysisCachePolicy, ResidencyNeverExceedsCapacity) {
   }
   EXPECT_THROW(make_policy("fifo", 4), Error);
   EXPECT_THROW(ExpertCache(1, 4, CacheScope::Global, 0, make_policy("lru", 4)), Error);
+}
+
+// The fewest loads any store can make, found by trying every choice: after each demand
+// (a mask of experts that must all be resident at once) the store keeps the demand and any
+// subset of what it held that fits `capacity`; each demanded expert it did not hold is
+// one load.
+int64_t exhaustive_min_misses(const std::vector<uint32_t>& demands, int capacity) {
+  std::map<uint32_t, int64_t> states = {{0u, 0}};
+  for (uint32_t d : demands) {
+    std::map<uint32_t, int64_t> next;
+    for (const auto& [held, cost] : states) {
+      const int64_t c = cost + std::popcount(d & ~held);
+      const uint32_t spare = held & ~d;
+      for (uint32_t keep = spare;; keep = (keep - 1) & spare) {  // every subset of spare
+        const uint32_t s = d | keep;
+        if (std::popcount(s) <= capacity) {
+          auto [it, fresh] = next.emplace(s, c);
+          if (!fresh) it->second = std::min(it->second, c);
+        }
+        if (keep == 0) break;
+      }
+    }
+    states.swap(next);
+  }
+  int64_t best = -1;
+  for (const auto& [held, cost] : states) best = best < 0 ? cost : std::min(best, cost);
+  return best;
+}
+
+// The replay's MIN (furthest next demand first, never an expert of the running demand) is
+// the true optimum of that problem: equal to the exhaustive search on random demands of 1
+// to `capacity` experts, with a few hot experts as trained routers have.
+TEST(AnalysisCachePolicy, BeladyEqualsTheExhaustiveOptimum) {
+  for (uint32_t seed = 0; seed < 60; ++seed) {
+    std::mt19937 rng(seed);
+    const int n_expert = seed % 2 ? 8 : 6, capacity = n_expert / 2;
+    std::vector<std::vector<int>> sets;
+    std::vector<uint32_t> masks;
+    for (int step = 0; step < 16; ++step) {
+      std::vector<int> experts(n_expert);
+      std::iota(experts.begin(), experts.end(), 0);
+      std::shuffle(experts.begin() + (rng() % 3 == 0 ? 2 : 0), experts.end(), rng);  // 0 and 1 hot
+      experts.resize(1 + rng() % capacity);
+      std::sort(experts.begin(), experts.end());
+      uint32_t m = 0;
+      for (int e : experts) m |= 1u << e;
+      sets.push_back(experts);
+      masks.push_back(m);
+    }
+    const Trace t = test::trace_of_sets(n_expert, sets);
+    EXPECT_EQ(simulate_cache(t, "belady", CacheScope::PerLayer, capacity).misses, exhaustive_min_misses(masks, capacity))
+        << "seed " << seed;
+  }
 }
 
 // MIN is optimal for demand paging: no policy may beat it, at any size, in either scope.
