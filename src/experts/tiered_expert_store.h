@@ -82,7 +82,11 @@ class TieredExpertStore : public ExpertStore {
   size_t expert_bytes(int layer, int expert) const override;
 
   int capacity() const { return static_cast<int>(slots_.size()); }
-  const ExpertStoreStats& stats() const { return stats_; }
+  // A copy taken under the store's lock: other threads (/metrics) may read it while loads run.
+  ExpertStoreStats stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
   const std::string& policy_name() const { return policy_name_; }
   // Experts pinned from --expert-profile, per MoE layer (empty without a profile).
   const std::vector<int>& profile_pins() const { return profile_pins_; }

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "experts/cache_use.h"
+
 namespace sy {
 namespace {
 
@@ -57,6 +59,26 @@ std::string escape(const std::string& s) {
   return o;
 }
 
+void render_expert_cache(Writer& w, const ExpertCacheInfo& c) {
+  const ExpertCacheUse u = expert_cache_use({}, c.stats);
+  w.head("switchyard_expert_cache_slots", "gauge", "Experts the expert cache holds (--expert-cache).");
+  w.sample("switchyard_expert_cache_slots", "policy=\"" + escape(c.policy) + "\"", c.slots);
+  w.head("switchyard_expert_cache_uses_total", "counter",
+         "Experts the MoE layers needed, by where they were: resident (hit), brought in by a prefetch, or "
+         "loaded while the layer waited (miss).");
+  w.sample("switchyard_expert_cache_uses_total", "result=\"hit\"", u.hits);
+  w.sample("switchyard_expert_cache_uses_total", "result=\"prefetched\"", u.prefetched);
+  w.sample("switchyard_expert_cache_uses_total", "result=\"miss\"", u.misses);
+  w.metric("switchyard_expert_cache_loads_total", "counter",
+           "Experts read from the model file, on demand or by a prefetch.", u.loads);
+  w.metric("switchyard_expert_cache_prefetches_total", "counter", "Experts a prefetch started loading.",
+           u.prefetch_issued);
+  w.metric("switchyard_expert_cache_read_bytes_total", "counter", "Bytes of experts read from the model file.",
+           u.bytes_read);
+  w.metric("switchyard_expert_cache_wait_seconds_total", "counter",
+           "Seconds the forward passes waited for expert loads.", u.wait_seconds);
+}
+
 }  // namespace
 
 void HttpMetrics::record(const std::string& route, int status) {
@@ -71,7 +93,7 @@ std::map<std::pair<std::string, int>, uint64_t> HttpMetrics::snapshot() const {
 
 std::string render_metrics(const EngineStatsData& e,
                            const std::map<std::pair<std::string, int>, uint64_t>& http,
-                           const ServerInfo& info) {
+                           const ServerInfo& info, const ExpertCacheInfo* cache) {
   Writer w;
   w.head("switchyard_info", "gauge", "Served model and settings.");
   w.sample("switchyard_info",
@@ -173,6 +195,7 @@ std::string render_metrics(const EngineStatsData& e,
       }
     }
   }
+  if (cache) render_expert_cache(w, *cache);
   return w.str();
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "experts/tiered_expert_store.h"
 #include "runtime/engine_stats.h"
 
 namespace sy {
@@ -30,8 +31,16 @@ struct ServerInfo {
   double uptime_seconds = 0;
 };
 
+// The expert cache of a model served with --expert-cache.
+struct ExpertCacheInfo {
+  std::string policy;
+  int slots = 0;
+  ExpertStoreStats stats;
+};
+
+// `cache`: null when every expert is resident (no expert cache metrics then).
 std::string render_metrics(const EngineStatsData& e,
                            const std::map<std::pair<std::string, int>, uint64_t>& http,
-                           const ServerInfo& info);
+                           const ServerInfo& info, const ExpertCacheInfo* cache = nullptr);
 
 }  // namespace sy

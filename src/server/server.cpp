@@ -135,7 +135,10 @@ std::string Server::metrics_text() const {
   info.ctx_size = engine_.config().ctx_size;
   info.max_queue = engine_.config().max_queue;
   info.uptime_seconds = std::chrono::duration<double>(Clock::now() - started_).count();
-  return render_metrics(engine_.stats().snapshot(), http_metrics_.snapshot(), info);
+  const TieredExpertStore* store = engine_.model().tiered_experts();
+  ExpertCacheInfo cache;
+  if (store) cache = {store->policy_name(), store->capacity(), store->stats()};
+  return render_metrics(engine_.stats().snapshot(), http_metrics_.snapshot(), info, store ? &cache : nullptr);
 }
 
 void Server::routes() {

@@ -30,9 +30,10 @@ inline const Model& tiny_model() {
 
 class TestServer {
  public:
-  explicit TestServer(EngineConfig ec = {}, ServerConfig sc = {}) {
+  explicit TestServer(EngineConfig ec = {}, ServerConfig sc = {}) : TestServer(tiny_model(), ec, sc) {}
+  TestServer(const Model& model, EngineConfig ec, ServerConfig sc = {}) {
     if (ec.n_threads == 0) ec.n_threads = 2;
-    engine_ = std::make_unique<Engine>(tiny_model(), ec);
+    engine_ = std::make_unique<Engine>(model, ec);
     sc.port = 0;
     if (sc.model_id.empty()) sc.model_id = "tiny";
     server_ = std::make_unique<Server>(*engine_, sc);

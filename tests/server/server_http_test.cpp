@@ -471,6 +471,38 @@ TEST_F(ServerHttp, ModelsHealthAndMetrics) {
   }
   EXPECT_GE(srv_->metric("switchyard_generation_tokens_total"), 3);
   EXPECT_GT(srv_->metric("switchyard_moe_expert_activations_total{layer=\"0\"}"), 0);
+  EXPECT_EQ(r.body.find("switchyard_expert_cache"), std::string::npos) << "no expert cache, no cache metrics";
+}
+
+// Served with an expert cache: the same greedy text as the all-resident server, and
+// /metrics tells how the cache was used (every expert the layers needed was a hit, a
+// prefetch or a miss; the misses and prefetches were read from the file).
+TEST(ServerExpertCache, SameTextAndCacheMetrics) {
+  ModelOptions o;
+  o.expert_cache = "50%";
+  const auto cached = Model::load(test::tiny_model_path(), o);
+  EngineConfig ec;
+  ec.ctx_size = 128;
+  TestServer resident(ec), srv(*cached, ec);
+  const std::string body = completion_body("The king said", 12, false).dump();
+  const HttpReply want = http_post(resident.endpoint(), "/v1/completions", body);
+  const HttpReply got = http_post(srv.endpoint(), "/v1/completions", body);
+  ASSERT_EQ(want.status, 200);
+  ASSERT_EQ(got.status, 200);
+  EXPECT_EQ(json::parse(got.body)["choices"][0]["text"], json::parse(want.body)["choices"][0]["text"]);
+
+  EXPECT_EQ(srv.metric("switchyard_expert_cache_slots{policy=\"eb-lfu\"}"), 16);
+  const double hits = srv.metric("switchyard_expert_cache_uses_total{result=\"hit\"}");
+  const double prefetched = srv.metric("switchyard_expert_cache_uses_total{result=\"prefetched\"}");
+  const double misses = srv.metric("switchyard_expert_cache_uses_total{result=\"miss\"}");
+  // Every forward step routes each token to top-2 of 8 experts in each of 4 layers.
+  EXPECT_GE(hits + prefetched + misses, 4 * 2 * 12);
+  EXPECT_GT(misses, 0);
+  const double loads = srv.metric("switchyard_expert_cache_loads_total");
+  EXPECT_GE(loads, misses + prefetched);
+  EXPECT_EQ(srv.metric("switchyard_expert_cache_read_bytes_total"),
+            loads * static_cast<double>(cached->tiered_experts()->expert_bytes(0, 0)));
+  EXPECT_GE(srv.metric("switchyard_expert_cache_prefetches_total"), prefetched);
 }
 
 TEST_F(ServerHttp, SharedPromptPrefixIsReusedExactly) {
