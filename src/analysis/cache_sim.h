@@ -2,8 +2,8 @@
 // set of experts that received at least one token; demands are served step by step,
 // layers in execution order, each as the tiered store serves a layer: its resident experts
 // first, then the missing ones (ascending), and no expert of the running layer is evicted
-// while the layer needs it unless every resident one is (KeepRunningLayer: a step that
-// needs more experts than fit). So a replay's misses are the store's loads without
+// while the layer needs it unless every resident one is (ExpertCache::serve_layer; a
+// step may need more experts than fit). So a replay's misses are the store's loads without
 // prefetch. Belady's MIN (evict the expert whose next demand is furthest) is served the
 // same way and is a lower bound on every policy's misses. Every miss loads the expert
 // (demand fetch); misses include the cold start (the cache begins empty).

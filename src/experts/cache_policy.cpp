@@ -147,9 +147,12 @@ ExpertCache::ExpertCache(int n_layers, int n_expert, CacheScope scope, int capac
   if (!policy_) throw Error("expert cache: no eviction policy");
 }
 
+void ExpertCache::check_unit(int unit) const {
+  if (unit < 0 || unit >= n_units()) throw Error("expert cache: unit " + std::to_string(unit) + " is out of range");
+}
+
 ExpertCache::Access ExpertCache::access(int unit, double tokens) {
-  if (unit < 0 || unit >= n_units())
-    throw Error("expert cache: unit " + std::to_string(unit) + " is out of range");
+  check_unit(unit);
   Access a;
   if (slot_[unit] >= 0) {
     a.hit = true;

@@ -164,9 +164,10 @@ class ExpertCache {
   // this, so that their misses are the store's loads without prefetch.
   template <class TokensOf>
   int64_t serve_layer(std::vector<int>& units, TokensOf&& tokens_of) {
+    for (int u : units) check_unit(u);
     note_demand(units);
     std::stable_partition(units.begin(), units.end(), [&](int u) { return resident(u); });
-    for (int u : units) running_.at(u) = 1;
+    for (int u : units) running_[u] = 1;
     int64_t misses = 0;
     for (int u : units) misses += access(u, tokens_of(u)).hit ? 0 : 1;
     for (int u : units) running_[u] = 0;
@@ -185,6 +186,7 @@ class ExpertCache {
   std::vector<std::vector<int>> pools_;  // resident units per pool
   std::vector<int> slot_;                // unit -> index in its pool, -1 if not resident
   std::vector<uint8_t> running_;         // unit -> in the demand serve_layer is serving
+  void check_unit(int unit) const;       // throws sy::Error for a unit out of range
   std::vector<int> candidates_;
 };
 
