@@ -40,8 +40,8 @@ const char* scope_name(CacheScope s) {
 CacheSimResult simulate_cache(const Trace& t, const std::string& policy, CacheScope scope, int capacity,
                               double lfu_decay) {
   const int n_moe = t.info.n_moe(), n_expert = t.info.n_expert, n_units = n_moe * n_expert;
-  std::unique_ptr<EvictionPolicy> p =
-      policy == "belady" ? std::make_unique<BeladyPolicy>(n_units, demand_groups(t)) : make_policy(policy, n_units, lfu_decay);
+  std::unique_ptr<EvictionPolicy> p = policy == "belady" ? std::make_unique<BeladyPolicy>(n_units, demand_groups(t))
+                                                         : make_policy(policy, n_units, lfu_decay);
   ExpertCache cache(n_moe, n_expert, scope, capacity, std::move(p));
   CacheSimResult r;
   r.policy = policy;

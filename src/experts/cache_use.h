@@ -1,8 +1,8 @@
 // How a run used the expert cache, from the tiered store's counters taken before and
-// after it: the figures `bench`, `generate`, `perplexity` and `serve` report. A prefetched expert
-// that its layer then used counts as prefetched, not as a hit; every expert read from the
-// file (on demand, or by a prefetch, used or not) counts as a load, which is what an
-// offline policy's miss (Belady's MIN in `analyze`) is comparable with.
+// after it: the figures `bench`, `generate`, `perplexity` and `serve` report. A prefetched
+// expert that its layer then used counts as prefetched, not as a hit; every expert read
+// from the file (on demand, or by a prefetch, used or not) counts as a load, which is what
+// an offline policy's miss (Belady's MIN in `analyze`) is comparable with.
 #pragma once
 
 #include <cstdint>

@@ -196,7 +196,8 @@ TEST(AnalysisCachePolicy, BeladyEqualsTheExhaustiveOptimum) {
       masks.push_back(m);
     }
     const Trace t = test::trace_of_sets(n_expert, sets);
-    EXPECT_EQ(simulate_cache(t, "belady", CacheScope::PerLayer, capacity).misses, exhaustive_min_misses(masks, capacity))
+    EXPECT_EQ(simulate_cache(t, "belady", CacheScope::PerLayer, capacity).misses,
+              exhaustive_min_misses(masks, capacity))
         << "seed " << seed;
   }
 }
