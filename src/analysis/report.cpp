@@ -248,8 +248,9 @@ std::vector<std::string> write_report(const AnalysisResult& r, const std::string
   md << "## Activation\n\nIdle experts per step: " << pct(r.activity.inactive_mean) << " on average.\n\n"
      << activity_table(r) << "\n![idle experts](idle_experts.svg)\n\n![temporal locality](locality.svg)\n\n";
   for (int l : t.info.moe_layers) md << "![layer " << l << "](heatmap_layer" << l << ".svg)\n\n";
-  md << "## Cache miss rate\n\nEach step's demand is the set of experts with tokens in each layer; misses "
-        "include the cold start."
+  md << "## Cache miss rate\n\nEach step's demand is the set of experts with tokens in each layer, served as "
+        "the expert store serves a layer: its resident experts first, and none of the layer's experts evicted "
+        "while it runs (unless it needs more than the cache holds). Misses include the cold start."
      << " LFU decay per step: " << r.options.lfu_decay << ".\n\n"
      << "At half the experts, one cache per layer (" << r.half_per_layer << " per layer):\n\n"
      << half_table(r.half_layer_results) << "\nAt half the experts, one cache for all layers:\n\n"
