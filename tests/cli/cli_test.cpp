@@ -92,6 +92,29 @@ TEST(Cli, PerplexityJson) {
   const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
   EXPECT_GT(j["ppl"].get<double>(), 1.0);
   EXPECT_EQ(j["n_chunks"], 2);
+  EXPECT_FALSE(j.contains("expert_cache")) << "no cache, no cache figures";
+}
+
+// With an expert cache the same perplexity comes out (bit-identical experts), and the JSON
+// and the log tell how the cache was used: decode-like steps without prefetch load exactly
+// the misses, and every expert needed was a hit or a miss.
+TEST(Cli, PerplexityReportsTheExpertCache) {
+  const std::string common = std::string("perplexity -m ") + SY_SOURCE_DIR + "/models/tiny-mixtral-f16.gguf -f " +
+                             test::shared_path("models/tiny-mixtral/valid.txt") + " -c 64 --chunks 2 -b 1 --json";
+  const Result resident = run(common + " 2>/dev/null");
+  const Result cached = run(common + " --expert-cache 50% --no-prefetch");
+  ASSERT_EQ(resident.code, 0) << resident.out;
+  ASSERT_EQ(cached.code, 0) << cached.out;
+  const auto want = nlohmann::json::parse(resident.out.substr(resident.out.find('{')));
+  const auto got = nlohmann::json::parse(cached.out.substr(cached.out.find("{\"")));
+  EXPECT_EQ(got["ppl"], want["ppl"]);
+  const auto& c = got["expert_cache"];
+  EXPECT_EQ(c["policy"], "eb-lfu");
+  EXPECT_EQ(c["slots"], 16);
+  EXPECT_GT(c["loads"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(c["hit_rate"].get<double>() + c["load_rate"].get<double>(), 1.0);
+  EXPECT_EQ(c["prefetched_rate"], 0.0);
+  EXPECT_NE(cached.out.find("perplexity: expert cache (eb-lfu, 16 experts): "), std::string::npos) << cached.out;
 }
 
 TEST(Cli, InfoReportsExperts) {
