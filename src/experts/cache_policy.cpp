@@ -134,13 +134,14 @@ int BeladyPolicy::victim(std::span<const int> resident) {
 }
 
 ExpertCache::ExpertCache(int n_layers, int n_expert, CacheScope scope, int capacity,
-                         std::unique_ptr<EvictionPolicy> policy)
+                         std::unique_ptr<EvictionPolicy> policy, std::function<bool(int)> pinned)
     : n_expert_(n_expert),
       scope_(scope),
       capacity_(capacity),
       policy_(std::move(policy)),
       pools_(scope == CacheScope::PerLayer ? n_layers : 1),
       slot_(size_t(n_layers) * n_expert, -1),
+      pinned_(std::move(pinned)),
       running_(size_t(n_layers) * n_expert, 0) {
   if (n_layers < 1 || n_expert < 1) throw Error("expert cache: needs at least one layer and one expert");
   if (capacity < 1) throw Error("expert cache: the capacity must be at least one expert");
@@ -149,6 +150,19 @@ ExpertCache::ExpertCache(int n_layers, int n_expert, CacheScope scope, int capac
 
 void ExpertCache::check_unit(int unit) const {
   if (unit < 0 || unit >= n_units()) throw Error("expert cache: unit " + std::to_string(unit) + " is out of range");
+}
+
+int ExpertCache::choose_victim(const std::vector<int>& pool) {
+  if (!pinned_ && !serving_) return policy_->victim(pool);
+  for (bool spare_running : {true, false}) {
+    if (!spare_running && !serving_) break;
+    candidates_.clear();
+    for (int u : pool) {
+      if (!(pinned_ && pinned_(u)) && !(spare_running && running_[u])) candidates_.push_back(u);
+    }
+    if (!candidates_.empty()) return policy_->victim(candidates_);
+  }
+  throw Error("expert cache: every resident expert is in use (internal error)");
 }
 
 ExpertCache::Access ExpertCache::access(int unit, double tokens) {
@@ -161,11 +175,7 @@ ExpertCache::Access ExpertCache::access(int unit, double tokens) {
   }
   std::vector<int>& pool = pools_[scope_ == CacheScope::PerLayer ? unit / n_expert_ : 0];
   if (static_cast<int>(pool.size()) >= capacity_) {
-    candidates_.clear();
-    for (int u : pool) {
-      if (!running_[u]) candidates_.push_back(u);
-    }
-    const int v = policy_->victim(candidates_.empty() ? std::span<const int>(pool) : std::span<const int>(candidates_));
+    const int v = choose_victim(pool);
     const int at = slot_[v];
     if (at < 0 || pool[at] != v)
       throw Error("expert cache: policy " + policy_->name() + " chose a victim outside the pool");

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -144,8 +145,10 @@ inline constexpr double kDefaultLfuDecay = 0.98;
 // pool shared by all layers.
 class ExpertCache {
  public:
+  // `pinned` (optional): units that may never be evicted (the store's experts in use,
+  // loading, or predicted by a prefetch); the policy is never offered one.
   ExpertCache(int n_layers, int n_expert, CacheScope scope, int capacity,
-              std::unique_ptr<EvictionPolicy> policy);
+              std::unique_ptr<EvictionPolicy> policy, std::function<bool(int)> pinned = {});
 
   struct Access {
     bool hit = false;
@@ -168,8 +171,10 @@ class ExpertCache {
     note_demand(units);
     std::stable_partition(units.begin(), units.end(), [&](int u) { return resident(u); });
     for (int u : units) running_[u] = 1;
+    serving_ = true;
     int64_t misses = 0;
     for (int u : units) misses += access(u, tokens_of(u)).hit ? 0 : 1;
+    serving_ = false;
     for (int u : units) running_[u] = 0;
     return misses;
   }
@@ -185,9 +190,14 @@ class ExpertCache {
   std::unique_ptr<EvictionPolicy> policy_;
   std::vector<std::vector<int>> pools_;  // resident units per pool
   std::vector<int> slot_;                // unit -> index in its pool, -1 if not resident
+  std::function<bool(int)> pinned_;
   std::vector<uint8_t> running_;         // unit -> in the demand serve_layer is serving
-  void check_unit(int unit) const;       // throws sy::Error for a unit out of range
+  bool serving_ = false;                 // inside serve_layer: running_ marks a demand
   std::vector<int> candidates_;
+  void check_unit(int unit) const;       // throws sy::Error for a unit out of range
+  // The pool's unit to evict: never a pinned one, and while a demand is served none of it
+  // unless every other resident unit is pinned or in it.
+  int choose_victim(const std::vector<int>& pool);
 };
 
 // The online policies by name: "lru", "lfu-decay", "expert-buffering", "eb-lfu". Throws sy::Error

@@ -14,35 +14,6 @@
 #include "model/hparams.h"
 
 namespace sy {
-namespace {
-
-// Passes every call to the configured policy but never offers it a unit it may not evict:
-// one the running layer uses, one still loading, or one a prefetch predicts.
-class PinAwarePolicy : public EvictionPolicy {
- public:
-  PinAwarePolicy(std::unique_ptr<EvictionPolicy> inner, std::function<bool(int)> pinned)
-      : inner_(std::move(inner)), pinned_(std::move(pinned)) {}
-  std::string name() const override { return inner_->name(); }
-  void begin_step() override { inner_->begin_step(); }
-  void note_demand(std::span<const int> units) override { inner_->note_demand(units); }
-  void on_access(int unit, bool hit, double tokens) override { inner_->on_access(unit, hit, tokens); }
-  void on_evict(int unit) override { inner_->on_evict(unit); }
-  int victim(std::span<const int> resident) override {
-    free_.clear();
-    for (int u : resident) {
-      if (!pinned_(u)) free_.push_back(u);
-    }
-    if (free_.empty()) throw Error("expert cache: every resident expert is in use (internal error)");
-    return inner_->victim(free_);
-  }
-
- private:
-  std::unique_ptr<EvictionPolicy> inner_;
-  std::function<bool(int)> pinned_;
-  std::vector<int> free_;
-};
-
-}  // namespace
 
 size_t parse_expert_cache_size(const std::string& s, size_t all_expert_bytes) {
   const std::string err = "--expert-cache '" + s + "': expected bytes (1073741824), a size (512MB, 2GB) or a fraction of the experts (0.25, 25%)";
@@ -133,10 +104,9 @@ TieredExpertStore::TieredExpertStore(const GgufFile& f, const HParams& hp, const
   auto policy = make_policy(opt.policy, n_units);
   policy_name_ = policy->name();
   resident_in_layer_.assign(n_moe, 0);
-  cache_ = std::make_unique<ExpertCache>(n_moe, n_expert_, CacheScope::PerLayer, per_layer_,
-                                         std::make_unique<PinAwarePolicy>(std::move(policy), [this](int u) {
-                                           return slot_of_[u] >= 0 && !can_evict(u);
-                                         }));
+  // The policy is never offered an expert in use, loading, or predicted by a prefetch.
+  cache_ = std::make_unique<ExpertCache>(n_moe, n_expert_, CacheScope::PerLayer, per_layer_, std::move(policy),
+                                         [this](int u) { return slot_of_[u] >= 0 && !can_evict(u); });
   if (!opt.profile.empty()) pin_profile(opt.profile, opt.policy);
 }
 
