@@ -105,7 +105,7 @@ void add_serve(CLI::App& app) {
       ->capture_default_str();
   c->add_flag_callback(
       "--no-prefix-reuse", [a] { a->e.prefix_reuse = false; },
-      "Recompute shared prompt prefixes instead of copying their K/V from a running request");
+      "Recompute shared prompt prefixes instead of reusing the K/V blocks of earlier requests");
   c->add_option("--api-key", a->s.api_key,
                 "Require 'Authorization: Bearer KEY' on /v1/* (also from $SWITCHYARD_API_KEY)")
       ->envname("SWITCHYARD_API_KEY");

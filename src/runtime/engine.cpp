@@ -327,6 +327,7 @@ void Engine::publish_stats(double fwd) {
     d.queue_depth = static_cast<int64_t>(sched_.n_waiting());
     d.running = static_cast<int64_t>(sched_.n_running());
     d.kv_blocks_used = cache_.n_blocks() - cache_.free_blocks();
+    d.kv_blocks_cached = cache_.cached_blocks();
   });
   obs_ttft_.clear();
   obs_tpot_.clear();

@@ -32,7 +32,7 @@ struct EngineConfig {
   int64_t block_size = 16;     // positions per KV block
   int64_t batch_tokens = 512;  // tokens per step (decode + prefill chunks)
   size_t max_queue = 64;       // waiting requests beyond which submit() refuses
-  bool prefix_reuse = true;    // copy the K/V of a prompt prefix shared with a running request
+  bool prefix_reuse = true;    // reuse the K/V of a prompt prefix computed before (runtime/prefix_index.h)
 };
 
 // Tokens per (layer, expert), counted from the routing decisions of each step.

@@ -43,12 +43,13 @@ struct EngineStatsData {
   uint64_t computed_tokens = 0;  // tokens through the model, recomputation included
   uint64_t steps = 0;
   uint64_t preemptions = 0;
-  uint64_t reused_tokens = 0;  // prompt tokens whose K/V were copied from a shared prefix
+  uint64_t reused_tokens = 0;  // prompt tokens whose K/V came from a shared prefix instead of the model
   double busy_seconds = 0.0;   // time inside forward passes
   // Gauges.
   int64_t queue_depth = 0;  // waiting requests, not yet in the batch
   int64_t running = 0;      // sequences in the running batch
   int64_t kv_blocks_total = 0, kv_blocks_used = 0, kv_block_size = 0;
+  int64_t kv_blocks_cached = 0;  // prefix blocks no request holds, kept until the pool needs them
   int64_t last_batch_tokens = 0;
   // Histograms (seconds; batch sizes in tokens).
   Histogram ttft{{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 2.5, 5, 10, 20, 40}};

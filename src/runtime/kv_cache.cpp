@@ -1,5 +1,6 @@
 #include "runtime/kv_cache.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/error.h"
@@ -45,7 +46,8 @@ KvCache::KvCache(int n_layer, int64_t k_dim, int64_t v_dim, int64_t n_blocks, in
       v_bytes_(store_bytes(n_layer, v_row_, n_blocks, block_size, n_seq)),
       k_(k_bytes_, /*prefault=*/true),
       v_(v_bytes_, /*prefault=*/true),
-      tables_(n_seq) {
+      tables_(n_seq), refs_(static_cast<size_t>(n_blocks), 0), retained_(static_cast<size_t>(n_blocks), 0),
+      cached_at_(static_cast<size_t>(n_blocks)) {
   for (int64_t b = n_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
 }
 
@@ -62,11 +64,60 @@ bool KvCache::reserve(int seq, int64_t n_positions) {
   const int64_t need = blocks_needed(n_positions) - static_cast<int64_t>(t.size());
   if (need <= 0) return true;
   if (need > free_blocks()) return false;
-  for (int64_t i = 0; i < need; ++i) {
-    t.push_back(free_.back());
-    free_.pop_back();
-  }
+  for (int64_t i = 0; i < need; ++i) t.push_back(take_block());
   return true;
+}
+
+int32_t KvCache::take_block() {
+  int32_t b;
+  if (!free_.empty()) {
+    b = free_.back();
+    free_.pop_back();
+  } else {  // only cached blocks are left: reuse the one released longest ago
+    b = cached_.front();
+    cached_.pop_front();
+    retained_[static_cast<size_t>(b)] = 0;
+    if (evicted_) evicted_(b);
+  }
+  refs_[static_cast<size_t>(b)] = 1;
+  return b;
+}
+
+void KvCache::drop(int32_t b) {
+  const auto i = static_cast<size_t>(b);
+  if (--refs_[i] > 0) return;
+  if (retained_[i]) {
+    cached_at_[i] = cached_.insert(cached_.end(), b);
+  } else {
+    free_.push_back(b);
+  }
+}
+
+int64_t KvCache::attach_cost(const std::vector<int32_t>& prefix, int64_t n_positions) const {
+  int64_t cost = std::max<int64_t>(0, blocks_needed(n_positions) - static_cast<int64_t>(prefix.size()));
+  for (int32_t b : prefix) cost += refs_[static_cast<size_t>(b)] == 0;
+  return cost;
+}
+
+bool KvCache::attach(int seq, const std::vector<int32_t>& prefix, int64_t n_positions) {
+  auto& t = tables_.at(seq);
+  if (!t.empty()) throw Error("KV cache: a prefix can only be attached to an empty sequence");
+  if (n_positions > max_positions_ || attach_cost(prefix, n_positions) > free_blocks()) return false;
+  for (int32_t b : prefix) {
+    const auto i = static_cast<size_t>(b);
+    if (refs_[i] == 0) {
+      if (!retained_[i]) throw Error("KV cache: a shared prefix block was freed");
+      cached_.erase(cached_at_[i]);
+    }
+    refs_[i]++;
+    t.push_back(b);
+  }
+  return reserve(seq, n_positions);
+}
+
+void KvCache::retain(int32_t b) {
+  if (refs_.at(static_cast<size_t>(b)) == 0) throw Error("KV cache: only a block in use can be retained");
+  retained_[static_cast<size_t>(b)] = 1;
 }
 
 void KvCache::release(int seq) { truncate(seq, 0); }
@@ -74,8 +125,10 @@ void KvCache::release(int seq) { truncate(seq, 0); }
 void KvCache::truncate(int seq, int64_t n_positions) {
   auto& t = tables_.at(seq);
   const auto keep = static_cast<size_t>(blocks_needed(n_positions));
+  // Last block first, so that a prefix's deeper blocks are cached before (and so evicted
+  // before) the blocks that lead to them.
   while (t.size() > keep) {
-    free_.push_back(t.back());
+    drop(t.back());
     t.pop_back();
   }
 }

@@ -1,10 +1,16 @@
 // Paged K/V cache of f32, f16 or q8_0 values. Storage is a pool of fixed-size blocks (block_size positions of
-// every layer's keys and values); each sequence slot owns a block table mapping its
-// positions to blocks. Sequences grow block by block, free their blocks when they end,
-// and cannot touch each other's blocks.
+// every layer's keys and values); each sequence slot holds a block table mapping its
+// positions to blocks. Sequences grow block by block and free their blocks when they end.
+// A full block of a shared prompt prefix may sit in several tables at once (reference
+// counts): such a block is never written again, since a sequence writes only past the
+// prefix it attached. A block marked retained outlives its last user as a cached block:
+// it counts as free, and is reused (least recently released first) only when no plain free
+// block is left, after telling the owner of the retention (the prefix index) that it is gone.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <list>
 #include <vector>
 
 #include "base/dtype.h"
@@ -39,7 +45,9 @@ class KvCache {
   int n_seq() const { return static_cast<int>(tables_.size()); }
   int64_t block_size() const { return block_size_; }
   int64_t n_blocks() const { return n_blocks_; }
-  int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
+  // Blocks a sequence can still get: never used, or cached (retained with no user).
+  int64_t free_blocks() const { return static_cast<int64_t>(free_.size() + cached_.size()); }
+  int64_t cached_blocks() const { return static_cast<int64_t>(cached_.size()); }
   int64_t blocks_needed(int64_t n_positions) const { return (n_positions + block_size_ - 1) / block_size_; }
   // Positions seq can hold without allocating.
   int64_t capacity(int seq) const { return static_cast<int64_t>(tables_[seq].size()) * block_size_; }
@@ -49,10 +57,27 @@ class KvCache {
   // Makes positions [0, n_positions) of seq addressable; false (nothing changed) when the
   // pool has too few free blocks.
   bool reserve(int seq, int64_t n_positions);
-  // Returns every block of seq to the pool.
+  // Free blocks that attach(seq, prefix, n_positions) would consume: the new blocks past
+  // the prefix, plus the prefix blocks that are cached now (they stop counting as free).
+  int64_t attach_cost(const std::vector<int32_t>& prefix, int64_t n_positions) const;
+  // Puts the full blocks `prefix` (of another sequence, or cached) at the head of seq's
+  // empty table, then reserves up to n_positions; false (nothing changed) when the pool
+  // is too small. The shared blocks must not be written: they hold positions
+  // [0, prefix.size() * block_size), which seq already has.
+  bool attach(int seq, const std::vector<int32_t>& prefix, int64_t n_positions);
+  // Drops seq's references to its blocks (a block with no user left is freed or cached).
   void release(int seq);
-  // Keeps positions [0, n_positions) and frees the blocks past them.
+  // Keeps positions [0, n_positions) and drops the blocks past them.
   void truncate(int seq, int64_t n_positions);
+
+  // Block i of seq's table.
+  int32_t block(int seq, int64_t i) const { return tables_[seq][static_cast<size_t>(i)]; }
+  int users(int32_t block) const { return refs_[static_cast<size_t>(block)]; }
+  // Keeps `block` (in use, full, never to be written) as a cached block when its last user
+  // releases it. When a cached block is taken for reuse, evicted(block) is called first.
+  void retain(int32_t block);
+  bool retained(int32_t block) const { return retained_[static_cast<size_t>(block)] != 0; }
+  void set_eviction_handler(std::function<void(int32_t)> evicted) { evicted_ = std::move(evicted); }
 
   // Writes position pos of seq at one layer (converted to the cache's type).
   void store(int layer, int seq, int64_t pos, const float* k, const float* v);
@@ -68,6 +93,8 @@ class KvCache {
  private:
   uint8_t* row(uint8_t* store, size_t row_bytes, int layer, int seq, int64_t pos) const;
   float* f32(uint8_t* p) const;
+  int32_t take_block();
+  void drop(int32_t block);
   size_t block_base(int32_t block, int layer, size_t row_bytes) const {  // in bytes
     return (static_cast<size_t>(block) * n_layer_ + layer) * block_size_ * row_bytes;
   }
@@ -80,7 +107,12 @@ class KvCache {
   size_t k_bytes_, v_bytes_;
   HugePageMemory k_, v_;  // streamed by attention: huge pages keep the prefetcher going
   std::vector<std::vector<int32_t>> tables_;  // per sequence: block ids in position order
-  std::vector<int32_t> free_;
+  std::vector<int32_t> free_;                 // blocks with no user and nothing worth keeping
+  std::vector<int32_t> refs_;                 // per block: tables holding it
+  std::vector<uint8_t> retained_;             // per block: cache it when its last user leaves
+  std::list<int32_t> cached_;                 // retained blocks with no user, least recently released first
+  std::vector<std::list<int32_t>::iterator> cached_at_;  // per block: its place in cached_
+  std::function<void(int32_t)> evicted_;
 };
 
 }  // namespace sy

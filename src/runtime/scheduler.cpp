@@ -35,6 +35,7 @@ Scheduler::Scheduler(SchedulerConfig cfg, KvCache& cache) : cfg_(cfg), cache_(ca
                 ")");
   }
   if (cfg_.watermark_blocks < 0) cfg_.watermark_blocks = std::max<int64_t>(1, cache.n_blocks() / 100);
+  if (cfg_.kv_layers > 0) index_ = std::make_unique<PrefixIndex>(cache);
   for (int s = cfg_.max_running - 1; s >= 0; --s) free_slots_.push_back(s);
   running_.reserve(static_cast<size_t>(cfg_.max_running));
 }
@@ -50,6 +51,17 @@ void Scheduler::release(Sequence& s) {
   cache_.release(s.slot);
   free_slots_.push_back(s.slot);
   s.slot = -1;
+  s.n_indexed = 0;
+  s.index_tail = 0;
+}
+
+void Scheduler::index_blocks(Sequence& s) {
+  // Full blocks whose K/V earlier steps wrote; a chain broken by a collision stays broken.
+  const int64_t bs = cache_.block_size();
+  while ((s.n_indexed + 1) * bs <= s.n_ready && (s.n_indexed == 0 || s.index_tail != 0)) {
+    s.index_tail = index_->add(cache_.block(s.slot, s.n_indexed), s.index_tail, s.tokens.data() + s.n_indexed * bs);
+    s.n_indexed++;
+  }
 }
 
 void Scheduler::preempt(size_t i) {
@@ -99,43 +111,47 @@ const Sequence* Scheduler::longest_prefix(const Sequence& s, bool ready_only, in
   return src;
 }
 
-int64_t Scheduler::reuse_prefix(Sequence& s) {
-  // A copied prefix has no logits, and a request that scores its prompt needs them all.
-  if (cfg_.kv_layers <= 0 || s.scores_prompt()) return 0;
-  int64_t best = 0;
-  const Sequence* src = longest_prefix(s, true, best);
-  if (!src) return 0;
-  for (int l = 0; l < cfg_.kv_layers; ++l) {
-    for (int64_t p = 0; p < best; ++p) cache_.copy_position(l, s.slot, src->slot, p);
-  }
-  return best;
-}
-
 bool Scheduler::try_admit(int64_t& budget, StepPlan& plan) {
   if (waiting_.empty() || free_slots_.empty() || budget <= 0) return false;
   Sequence& s = *waiting_.front();
   const int64_t n = static_cast<int64_t>(s.tokens.size());
-  if (cfg_.kv_layers > 0 && !s.scores_prompt()) {
-    // A running sequence is computing a long prefix of this one right now (the n choices
-    // of one call, requests with one system prompt arriving together): wait for it, then
-    // copy instead of computing the same prefix twice.
+  const int64_t bs = cache_.block_size();
+  match_.blocks.clear();
+  match_.last = 0;
+  const Sequence* copy_from = nullptr;
+  int64_t reused = 0;
+  // A reused prefix has no logits, and a request that scores its prompt needs them all.
+  if (index_ && !s.scores_prompt()) {
+    // At least the last token is computed again: its logits pick the next token.
+    index_->match(s.tokens.data(), n - 1, match_);
+    reused = static_cast<int64_t>(match_.blocks.size()) * bs;
+    // A running sequence may share a partly filled block more (copied below), or be
+    // computing a long prefix of this one right now (requests with one system prompt
+    // arriving together): then wait for it rather than compute the same prefix twice.
     int64_t ready = 0, soon = 0;
-    longest_prefix(s, true, ready);
+    const Sequence* src = longest_prefix(s, true, ready);
     longest_prefix(s, false, soon);
-    if (soon - ready >= cache_.block_size()) return false;
+    if (soon - std::max(ready, reused) >= bs) return false;
+    if (ready > reused) copy_from = src;
+    reused = std::max(ready, reused);
   }
-  const int64_t need = cache_.blocks_needed(n);
   // With nothing running, the head may use the whole pool (it always fits: requests are
   // checked against the context size, and the pool holds at least one full context).
   const int64_t keep = running_.empty() ? 0 : cfg_.watermark_blocks;
-  if (need + keep > cache_.free_blocks()) return false;
+  if (cache_.attach_cost(match_.blocks, n) + keep > cache_.free_blocks()) return false;
   const int slot = free_slots_.back();
-  if (!cache_.reserve(slot, n)) return false;
+  if (!cache_.attach(slot, match_.blocks, n)) return false;
   free_slots_.pop_back();
   s.slot = slot;
-  s.n_computed = s.n_ready = 0;
-  const int64_t reused = reuse_prefix(s);
-  s.n_computed = reused;
+  s.n_indexed = static_cast<int64_t>(match_.blocks.size());
+  s.index_tail = match_.last;
+  if (copy_from) {
+    const int64_t first = s.n_indexed * bs;
+    for (int l = 0; l < cfg_.kv_layers; ++l) {
+      for (int64_t p = first; p < reused; ++p) cache_.copy_position(l, s.slot, copy_from->slot, p);
+    }
+  }
+  s.n_computed = s.n_ready = reused;
   plan.n_reused += reused;
   auto owned = std::move(waiting_.front());
   waiting_.pop_front();
@@ -153,7 +169,10 @@ bool Scheduler::try_admit(int64_t& budget, StepPlan& plan) {
 
 bool Scheduler::schedule(StepPlan& plan) {
   plan.clear();
-  for (auto& s : running_) s->n_ready = s->n_computed;
+  for (auto& s : running_) {
+    s->n_ready = s->n_computed;
+    if (index_) index_blocks(*s);
+  }
   // Room for every known token of every running sequence; preempt the newest on failure.
   for (size_t i = 0; i < running_.size();) {
     Sequence& s = *running_[i];

@@ -11,11 +11,13 @@
 //    freed and it goes back to the queue, to be recomputed from its tokens later (the
 //    oldest sequence always progresses, so nothing can deadlock);
 //  - retirement: a finished or cancelled sequence leaves at once and frees its blocks;
-//  - prefix reuse: a sequence joining the batch copies the K/V rows of the longest prefix
-//    it shares with a running sequence (a common system prompt, a conversation that goes
-//    on) instead of recomputing them. K/V of a token depend only on the tokens before it,
-//    so the copy is exact. (Blocks are copied, not shared: the cache has no reference
-//    counts, so a finished sequence's blocks can always be freed at once.)
+//  - prefix reuse: every full block a sequence has computed goes into a prefix index
+//    (runtime/prefix_index.h), and stays cached after the sequence ends until the pool
+//    needs it. A sequence joining the batch attaches the blocks of the longest prefix it
+//    shares with any sequence, running or finished (a common system prompt, the next turn
+//    of a conversation), and copies the rows of a partly filled block that a running
+//    sequence shares with it, instead of computing them. K/V of a token depend only on
+//    the tokens before it, so both are exact.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +27,7 @@
 
 #include "model/batch.h"
 #include "runtime/kv_cache.h"
+#include "runtime/prefix_index.h"
 #include "runtime/request.h"
 #include "runtime/sampler.h"
 #include "runtime/token_logprobs.h"
@@ -49,6 +52,8 @@ struct Sequence {
   Clock::time_point admitted{}, last_token{};
   int n_preempted = 0;
   bool done = false;
+  int64_t n_indexed = 0;    // leading blocks of its table found in the prefix index
+  uint64_t index_tail = 0;  // the serial of the last of them
 
   int64_t n_generated() const { return static_cast<int64_t>(tokens.size()) - n_prompt; }
   bool scores_prompt() const { return req->params().prompt_logprobs; }
@@ -79,7 +84,7 @@ struct StepPlan {
   int64_t n_logits = 0;
   int64_t n_decode = 0, n_prefill = 0;
   int64_t n_admitted = 0, n_preempted = 0;
-  int64_t n_reused = 0;  // prompt tokens copied from another sequence instead of computed
+  int64_t n_reused = 0;  // prompt tokens attached or copied instead of computed
 
   void clear();
 };
@@ -108,7 +113,7 @@ class Scheduler {
   void preempt(size_t running_index);
   bool try_admit(int64_t& budget, StepPlan& plan);
   void add_chunk(Sequence& s, int64_t n, StepPlan& plan);
-  int64_t reuse_prefix(Sequence& s);
+  void index_blocks(Sequence& s);
   const Sequence* longest_prefix(const Sequence& s, bool ready_only, int64_t& len) const;
   void release(Sequence& s);
 
@@ -118,6 +123,8 @@ class Scheduler {
   std::deque<std::unique_ptr<Sequence>> waiting_;   // sorted by order
   std::vector<int> free_slots_;
   int64_t preemptions_ = 0;
+  std::unique_ptr<PrefixIndex> index_;  // with prefix reuse only
+  PrefixIndex::Match match_;            // scratch
 };
 
 template <class Pred, class Sink>

@@ -135,7 +135,7 @@ std::string render_metrics(const EngineStatsData& e,
            static_cast<double>(e.preemptions));
   w.metric(
       "switchyard_prefix_reused_tokens_total", "counter",
-      "Prompt tokens whose K/V were copied from a running request with the same prefix instead of computed.",
+      "Prompt tokens whose K/V were reused from an earlier request with the same prefix instead of computed.",
       static_cast<double>(e.reused_tokens));
   w.metric("switchyard_busy_seconds_total", "counter", "Seconds spent in forward passes.", e.busy_seconds);
 
@@ -149,6 +149,9 @@ std::string render_metrics(const EngineStatsData& e,
            static_cast<double>(e.kv_blocks_total));
   w.metric("switchyard_kv_blocks_used", "gauge", "KV cache blocks held by running requests.",
            static_cast<double>(e.kv_blocks_used));
+  w.metric("switchyard_kv_blocks_cached", "gauge",
+           "KV cache blocks of finished requests' prompt prefixes, kept for reuse until the pool needs them.",
+           static_cast<double>(e.kv_blocks_cached));
   w.metric("switchyard_kv_block_size", "gauge", "Positions per KV cache block.",
            static_cast<double>(e.kv_block_size));
 

@@ -530,6 +530,29 @@ TEST_F(ServerHttp, SharedPromptPrefixIsReusedExactly) {
   EXPECT_GT(srv_->metric("switchyard_prefix_reused_tokens_total"), reused0 + 10);
 }
 
+// The next turn of a conversation repeats the whole conversation so far. It arrives after
+// the first turn has finished, so its prefix comes from the blocks the first one left cached.
+TEST_F(ServerHttp, NextTurnReusesTheFinishedTurnsBlocks) {
+  const std::string first =
+      "And it came to pass, when the LORD would take up Elijah into heaven by a whirlwind, that Elijah went";
+  const HttpReply r1 = http_post(ep(), "/v1/completions", completion_body(first, 16, false).dump());
+  ASSERT_EQ(r1.status, 200) << r1.body;
+  const std::string second = first + json::parse(r1.body)["choices"][0]["text"].get<std::string>() + " And";
+  const std::string want = test::generate_cli(second, 16);
+  EXPECT_GT(srv_->metric("switchyard_kv_blocks_cached"), 0);
+  const double reused0 = srv_->metric("switchyard_prefix_reused_tokens_total");
+  const double computed0 = srv_->metric("switchyard_computed_tokens_total");
+  const HttpReply r2 = http_post(ep(), "/v1/completions", completion_body(second, 16, false).dump());
+  ASSERT_EQ(r2.status, 200) << r2.body;
+  EXPECT_EQ(json::parse(r2.body)["choices"][0]["text"], want);
+  const json usage = json::parse(r2.body)["usage"];
+  const double reused = srv_->metric("switchyard_prefix_reused_tokens_total") - reused0;
+  // At least the first turn's whole 16-position blocks (its prompt is over 20 tokens).
+  EXPECT_GE(reused, 16);
+  EXPECT_EQ(srv_->metric("switchyard_computed_tokens_total") - computed0,
+            usage["prompt_tokens"].get<double>() - reused + usage["completion_tokens"].get<double>() - 1);
+}
+
 TEST_F(ServerHttp, ClientThatHangsUpMidStreamFreesItsKvBlocks) {
   const double cancelled0 = srv_->metric("switchyard_requests_finished_total{reason=\"cancelled\"}");
   json body = completion_body("In the beginning God", 100, true);

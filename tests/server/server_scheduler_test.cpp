@@ -251,5 +251,107 @@ TEST(ServerScheduler, IdenticalPromptsArrivingTogetherAreComputedOnce) {
   EXPECT_EQ(plan.rows.size(), 3u);
 }
 
+// A finished request's full blocks stay cached: the next turn of the conversation attaches
+// them (the same blocks, not copies) and computes only what follows.
+TEST(ServerScheduler, FinishedPrefixIsAttachedNotRecomputed) {
+  KvCache cache(1, 2, 2, 16, 4, 2);
+  Scheduler s({2, 100, 0, 1}, cache);
+  s.enqueue(seq(10, 0));
+  StepPlan plan;
+  ASSERT_TRUE(s.schedule(plan));
+  const int a = plan.rows[0]->slot;
+  for (int p = 0; p < 10; ++p) cache.k_row(0, a, p)[1] = 0.5f + p;
+  const int32_t first_blocks[] = {cache.block(a, 0), cache.block(a, 1)};
+  sample_all(plan);
+  ASSERT_TRUE(s.schedule(plan));  // its decode step: blocks 0 and 1 (positions 0..7) are indexed
+  s.remove_if([](const Sequence&) { return true; }, [](std::unique_ptr<Sequence>) {});
+  EXPECT_EQ(cache.cached_blocks(), 2);
+  EXPECT_EQ(cache.free_blocks(), 16) << "cached blocks count as free";
+
+  auto b = seq(12, 1);
+  for (int i = 9; i < 12; ++i) b->tokens[i] = 99;
+  s.enqueue(std::move(b));
+  ASSERT_TRUE(s.schedule(plan));
+  EXPECT_EQ(plan.n_reused, 8) << "two full blocks; the third holds a different token";
+  ASSERT_EQ(plan.batch.size(), 4);
+  EXPECT_EQ(plan.batch.positions[0], 8);
+  const int d = plan.rows[0]->slot;
+  EXPECT_EQ(cache.block(d, 0), first_blocks[0]);
+  EXPECT_EQ(cache.block(d, 1), first_blocks[1]);
+  EXPECT_NE(cache.block(d, 2), first_blocks[0]);
+  EXPECT_NE(cache.block(d, 2), first_blocks[1]);
+  for (int p = 0; p < 8; ++p) EXPECT_EQ(cache.k_row(0, d, p)[1], 0.5f + p);
+  EXPECT_EQ(cache.cached_blocks(), 0);
+  EXPECT_EQ(cache.users(first_blocks[0]), 1);
+}
+
+// Cached blocks are reused only when no never-used block is left, deepest first, and an
+// evicted block is no longer found.
+TEST(ServerScheduler, CachedBlocksGiveWayWhenThePoolRunsOut) {
+  KvCache cache(1, 2, 2, 6, 4, 1);
+  Scheduler s({1, 100, 0, 1}, cache);
+  s.enqueue(seq(16, 0));
+  StepPlan plan;
+  ASSERT_TRUE(s.schedule(plan));
+  sample_all(plan);
+  ASSERT_TRUE(s.schedule(plan));  // 4 full blocks indexed; a 5th for position 16
+  s.remove_if([](const Sequence&) { return true; }, [](std::unique_ptr<Sequence>) {});
+  EXPECT_EQ(cache.cached_blocks(), 4);
+
+  s.enqueue(seq(20, 1, 500));  // other tokens: 5 blocks, 2 never used and 3 cached
+  ASSERT_TRUE(s.schedule(plan));
+  EXPECT_EQ(plan.n_reused, 0);
+  EXPECT_EQ(cache.cached_blocks(), 1);
+  s.remove_if([](const Sequence&) { return true; }, [](std::unique_ptr<Sequence>) {});
+
+  s.enqueue(seq(18, 2));  // the first prompt again: only its first block is left
+  ASSERT_TRUE(s.schedule(plan));
+  EXPECT_EQ(plan.n_reused, 4);
+  EXPECT_EQ(plan.batch.positions[0], 4);
+}
+
+// Two sequences that computed the same prompt side by side (prefix reuse was off for the
+// second: it scores its prompt) index one copy; the second's blocks are freed, not cached.
+TEST(ServerScheduler, EqualBlocksAreIndexedOnce) {
+  KvCache cache(1, 2, 2, 16, 4, 2);
+  Scheduler s({2, 100, 0, 1}, cache);
+  s.enqueue(seq(8, 0));
+  GenerationParams g;
+  g.max_tokens = 4;
+  g.prompt_logprobs = true;
+  s.enqueue(std::make_unique<Sequence>(std::make_shared<Request>(seq(8, 0)->tokens, g), 1));
+  StepPlan plan;
+  ASSERT_TRUE(s.schedule(plan));
+  EXPECT_EQ(plan.batch.size(), 16);
+  sample_all(plan);
+  ASSERT_TRUE(s.schedule(plan));
+  s.remove_if([](const Sequence&) { return true; }, [](std::unique_ptr<Sequence>) {});
+  EXPECT_EQ(cache.cached_blocks(), 2);
+  EXPECT_EQ(cache.free_blocks(), 16);
+}
+
+TEST(ServerScheduler, SharedBlocksAreCountedPerUser) {
+  KvCache cache(1, 2, 2, 8, 4, 2);
+  ASSERT_TRUE(cache.reserve(0, 8));
+  const std::vector<int32_t> prefix{cache.block(0, 0)};
+  EXPECT_EQ(cache.attach_cost(prefix, 12), 2);
+  ASSERT_TRUE(cache.attach(1, prefix, 12));
+  EXPECT_EQ(cache.users(prefix[0]), 2);
+  EXPECT_EQ(cache.free_blocks(), 8 - 2 - 2);
+  cache.release(0);
+  EXPECT_EQ(cache.users(prefix[0]), 1);
+  EXPECT_EQ(cache.free_blocks(), 8 - 3);
+  cache.retain(prefix[0]);
+  cache.release(1);
+  EXPECT_EQ(cache.cached_blocks(), 1);
+  EXPECT_EQ(cache.free_blocks(), 8);
+  // Attaching a cached block takes it out of the free count; a too-large request changes nothing.
+  EXPECT_EQ(cache.attach_cost(prefix, 4), 1);
+  EXPECT_FALSE(cache.attach(0, prefix, 40));
+  EXPECT_EQ(cache.cached_blocks(), 1);
+  ASSERT_TRUE(cache.attach(0, prefix, 4));
+  EXPECT_EQ(cache.free_blocks(), 7);
+}
+
 }  // namespace
 }  // namespace sy

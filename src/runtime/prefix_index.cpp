@@ -1,0 +1,68 @@
+#include "runtime/prefix_index.h"
+
+#include <algorithm>
+
+namespace sy {
+
+PrefixIndex::PrefixIndex(KvCache& cache)
+    : cache_(cache), block_size_(cache.block_size()), entries_(static_cast<size_t>(cache.n_blocks())) {
+  cache_.set_eviction_handler([this](int32_t b) { evict(b); });
+}
+
+uint64_t PrefixIndex::key(uint64_t parent, const int32_t* tokens) const {
+  // splitmix64 steps over the parent's serial and the tokens: cheap, and well mixed
+  // enough that distinct keys almost never meet (holds() rules out a false match).
+  auto mix = [](uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+  };
+  uint64_t h = mix(parent);
+  for (int64_t i = 0; i < block_size_; ++i) h = mix(h ^ static_cast<uint32_t>(tokens[i]));
+  return h;
+}
+
+bool PrefixIndex::holds(const Entry& e, uint64_t parent, const int32_t* tokens) const {
+  return e.serial != 0 && e.parent == parent && std::equal(e.tokens.begin(), e.tokens.end(), tokens);
+}
+
+void PrefixIndex::match(const int32_t* tokens, int64_t n_tokens, Match& m) const {
+  m.blocks.clear();
+  m.last = 0;
+  for (int64_t pos = 0; pos + block_size_ <= n_tokens; pos += block_size_) {
+    const auto it = by_key_.find(key(m.last, tokens + pos));
+    if (it == by_key_.end()) return;
+    const Entry& e = entries_[static_cast<size_t>(it->second)];
+    if (!holds(e, m.last, tokens + pos)) return;
+    m.blocks.push_back(it->second);
+    m.last = e.serial;
+  }
+}
+
+uint64_t PrefixIndex::add(int32_t block, uint64_t parent, const int32_t* tokens) {
+  Entry& e = entries_.at(static_cast<size_t>(block));
+  if (e.serial != 0) return holds(e, parent, tokens) ? e.serial : 0;
+  const uint64_t k = key(parent, tokens);
+  const auto it = by_key_.find(k);
+  if (it != by_key_.end()) {
+    const Entry& other = entries_[static_cast<size_t>(it->second)];
+    return holds(other, parent, tokens) ? other.serial : 0;
+  }
+  e.serial = next_serial_++;
+  e.parent = parent;
+  e.key = k;
+  e.tokens.assign(tokens, tokens + block_size_);
+  by_key_.emplace(k, block);
+  cache_.retain(block);
+  return e.serial;
+}
+
+void PrefixIndex::evict(int32_t block) {
+  Entry& e = entries_[static_cast<size_t>(block)];
+  if (e.serial == 0) return;
+  by_key_.erase(e.key);
+  e.serial = 0;
+}
+
+}  // namespace sy
