@@ -63,7 +63,7 @@ void add_loadgen(CLI::App& app) {
   struct Args {
     std::string url = "http://127.0.0.1:8080", rates, concurrency, prompt_len = "32:256", gen_len = "32:128",
                 out, model, api_key;
-    int requests = 100, rounds = 1;
+    int requests = 100, rounds = 1, shared_prefix = 0;
     uint64_t seed = 1;
     bool json = false, baseline = false, quiet = false;
     double timeout = 600;
@@ -99,6 +99,11 @@ void add_loadgen(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--gen-len", a->gen_len, "Generated length range in tokens, MIN:MAX (uniform)")
       ->capture_default_str();
+  c->add_option("--shared-prefix", a->shared_prefix,
+                "Tokens every prompt starts with, before its own --prompt-len tokens (a system prompt "
+                "all requests share: what the server's prefix reuse saves)")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
   c->add_option("--seed", a->seed,
                 "Workload seed (the same seed gives the same prompts, lengths and arrivals)")
       ->capture_default_str();
@@ -131,12 +136,14 @@ void add_loadgen(CLI::App& app) {
     parse_range(a->prompt_len, "--prompt-len", cfg.prompt_min, cfg.prompt_max);
     parse_range(a->gen_len, "--gen-len", cfg.gen_min, cfg.gen_max);
     cfg.seed = a->seed;
+    cfg.shared_prefix = a->shared_prefix;
     cfg.model = a->model;
     cfg.progress = !a->quiet && isatty(STDERR_FILENO);
     Loadgen lg(cfg);
-    std::fprintf(stderr, "loadgen: %s at %s, %d requests per run, prompts %d:%d, generations %d:%d tokens\n",
-                 lg.model().c_str(), a->url.c_str(), cfg.requests, cfg.prompt_min, cfg.prompt_max,
-                 cfg.gen_min, cfg.gen_max);
+    std::fprintf(stderr, "loadgen: %s at %s, %d requests per run, prompts %s%d:%d, generations %d:%d tokens\n",
+                 lg.model().c_str(), a->url.c_str(), cfg.requests,
+                 cfg.shared_prefix > 0 ? (std::to_string(cfg.shared_prefix) + " shared + ").c_str() : "",
+                 cfg.prompt_min, cfg.prompt_max, cfg.gen_min, cfg.gen_max);
     const auto runs = lg.run_all();
     const auto report = lg.report_json(runs);
     const std::string table = Loadgen::table(runs);

@@ -85,10 +85,15 @@ std::vector<WorkItem> make_workload(const LoadgenConfig& cfg, int32_t n_vocab, d
   const int32_t lo = std::min<int32_t>(300, n_vocab / 4),
                 hi = std::max<int32_t>(lo + 1, n_vocab - std::min<int32_t>(1000, n_vocab / 4));
   std::uniform_int_distribution<int32_t> tok(lo, hi - 1);
+  // The shared prefix from its own stream, so the rest of the workload does not depend on it.
+  std::mt19937_64 prefix_rng(cfg.seed ^ 0x5851F42D4C957F2Dull);
+  std::vector<int32_t> prefix(static_cast<size_t>(std::max(0, cfg.shared_prefix)));
+  for (auto& t : prefix) t = tok(prefix_rng);
   std::vector<WorkItem> items(static_cast<size_t>(cfg.requests));
   for (auto& w : items) {
-    w.prompt.resize(static_cast<size_t>(plen(rng)));
-    for (auto& t : w.prompt) t = tok(rng);
+    w.prompt = prefix;
+    w.prompt.resize(prefix.size() + static_cast<size_t>(plen(rng)));
+    for (size_t i = prefix.size(); i < w.prompt.size(); ++i) w.prompt[i] = tok(rng);
     w.gen_len = glen(rng);
   }
   // Arrival times from their own stream, so the prompts do not depend on the rate.
@@ -141,6 +146,7 @@ Loadgen::Loadgen(LoadgenConfig cfg) : cfg_(std::move(cfg)) {
     throw Error("--prompt-len: expected MIN:MAX with 1 <= MIN <= MAX");
   if (cfg_.gen_min < 1 || cfg_.gen_max < cfg_.gen_min)
     throw Error("--gen-len: expected MIN:MAX with 1 <= MIN <= MAX");
+  if (cfg_.shared_prefix < 0) throw Error("--shared-prefix: expected a number of tokens >= 0");
   const HttpReply r = http_get(cfg_.endpoint, "/v1/models");
   if (r.status != 200) {
     throw Error("cannot list the models at http://" + cfg_.endpoint.host + ":" +
@@ -382,6 +388,7 @@ json Loadgen::report_json(const std::vector<RunReport>& runs) const {
           {"requests", cfg_.requests},
           {"prompt_len", {cfg_.prompt_min, cfg_.prompt_max}},
           {"gen_len", {cfg_.gen_min, cfg_.gen_max}},
+          {"shared_prefix", cfg_.shared_prefix},
           {"seed", cfg_.seed},
           {"rounds", cfg_.rounds},
           {"runs", arr},

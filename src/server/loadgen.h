@@ -28,6 +28,9 @@ struct LoadgenConfig {
   int requests = 100;
   int prompt_min = 32, prompt_max = 256;
   int gen_min = 32, gen_max = 128;
+  // Tokens every prompt starts with (a system prompt shared by all requests), before its
+  // own prompt-len tokens: what prefix reuse saves.
+  int shared_prefix = 0;
   uint64_t seed = 1;
   std::string model;     // empty: the server's first model
   bool progress = true;  // a progress line on stderr

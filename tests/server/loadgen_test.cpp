@@ -2,6 +2,7 @@
 // closed loop, open loop, several rounds) against the real server on a loopback port.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -63,6 +64,23 @@ TEST(LoadgenWorkload, SameSeedSamePromptsWhateverTheRate) {
   LoadgenConfig other = c;
   other.seed = 8;
   EXPECT_NE(make_workload(other, 1000, 0.5)[0].prompt, slow[0].prompt);
+}
+
+TEST(LoadgenWorkload, SharedPrefixLeadsEveryPromptAndLeavesTheRestAlone) {
+  LoadgenConfig c = workload_config();
+  c.requests = 50;
+  const auto plain = make_workload(c, 1000, 1.0);
+  c.shared_prefix = 12;
+  const auto shared = make_workload(c, 1000, 1.0);
+  ASSERT_EQ(shared.size(), plain.size());
+  const std::vector<int32_t> head(shared[0].prompt.begin(), shared[0].prompt.begin() + 12);
+  for (size_t i = 0; i < shared.size(); ++i) {
+    ASSERT_EQ(shared[i].prompt.size(), plain[i].prompt.size() + 12);
+    EXPECT_TRUE(std::equal(head.begin(), head.end(), shared[i].prompt.begin()));
+    EXPECT_TRUE(std::equal(plain[i].prompt.begin(), plain[i].prompt.end(), shared[i].prompt.begin() + 12));
+    EXPECT_EQ(shared[i].gen_len, plain[i].gen_len);
+    EXPECT_EQ(shared[i].arrival, plain[i].arrival);
+  }
 }
 
 TEST(LoadgenSummary, PercentilesInterpolateLikeNumpy) {
