@@ -85,7 +85,7 @@ void add_loadgen(CLI::App& app) {
   c->add_option("--concurrency", a->concurrency,
                 "Closed-loop run(s) instead: K clients back to back, comma-separated");
   c->add_flag("--baseline", a->baseline,
-              "First run the same requests one at a time (the baseline for the ratios)");
+              "First run requests of the same lengths one at a time (the baseline for the ratios)");
   c->add_option("--rounds", a->rounds,
                 "Repeat the baseline and every run this many times, interleaved; the ratios to the "
                 "baseline are then taken per round and summarized by their median (the bandwidth of a "
@@ -105,7 +105,7 @@ void add_loadgen(CLI::App& app) {
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
   c->add_option("--seed", a->seed,
-                "Workload seed (the same seed gives the same prompts, lengths and arrivals)")
+                "Workload seed (the same seed gives the same lengths and arrivals; each run draws its own token ids)")
       ->capture_default_str();
   c->add_option("--model", a->model, "Model name to request (default: the server's first)");
   c->add_option("--api-key", a->api_key, "Bearer token (also from $SWITCHYARD_API_KEY)")

@@ -77,7 +77,7 @@ std::string fmt(const char* f, double v) {
 
 }  // namespace
 
-std::vector<WorkItem> make_workload(const LoadgenConfig& cfg, int32_t n_vocab, double rate) {
+std::vector<WorkItem> make_workload(const LoadgenConfig& cfg, int32_t n_vocab, double rate, int run) {
   std::mt19937_64 rng(cfg.seed);
   std::uniform_int_distribution<int> plen(cfg.prompt_min, cfg.prompt_max), glen(cfg.gen_min, cfg.gen_max);
   // Ordinary tokens: skip the first ids (control and byte tokens in most vocabularies) and
@@ -85,15 +85,16 @@ std::vector<WorkItem> make_workload(const LoadgenConfig& cfg, int32_t n_vocab, d
   const int32_t lo = std::min<int32_t>(300, n_vocab / 4),
                 hi = std::max<int32_t>(lo + 1, n_vocab - std::min<int32_t>(1000, n_vocab / 4));
   std::uniform_int_distribution<int32_t> tok(lo, hi - 1);
-  // The shared prefix from its own stream, so the rest of the workload does not depend on it.
-  std::mt19937_64 prefix_rng(cfg.seed ^ 0x5851F42D4C957F2Dull);
+  // Token ids from their own stream per run: a server that caches prompt prefixes must not
+  // find a later run's prompts left by an earlier one.
+  std::mt19937_64 tokens(cfg.seed ^ (0x5851F42D4C957F2Dull * static_cast<uint64_t>(run + 1)));
   std::vector<int32_t> prefix(static_cast<size_t>(std::max(0, cfg.shared_prefix)));
-  for (auto& t : prefix) t = tok(prefix_rng);
+  for (auto& t : prefix) t = tok(tokens);
   std::vector<WorkItem> items(static_cast<size_t>(cfg.requests));
   for (auto& w : items) {
     w.prompt = prefix;
     w.prompt.resize(prefix.size() + static_cast<size_t>(plen(rng)));
-    for (size_t i = prefix.size(); i < w.prompt.size(); ++i) w.prompt[i] = tok(rng);
+    for (size_t i = prefix.size(); i < w.prompt.size(); ++i) w.prompt[i] = tok(tokens);
     w.gen_len = glen(rng);
   }
   // Arrival times from their own stream, so the prompts do not depend on the rate.
@@ -159,7 +160,7 @@ Loadgen::Loadgen(LoadgenConfig cfg) : cfg_(std::move(cfg)) {
 }
 
 RunReport Loadgen::run(const std::string& label, double rate, int concurrency) {
-  const std::vector<WorkItem> items = make_workload(cfg_, n_vocab_, concurrency > 0 ? 0.0 : rate);
+  const std::vector<WorkItem> items = make_workload(cfg_, n_vocab_, concurrency > 0 ? 0.0 : rate, runs_started_++);
   std::vector<Result> results(items.size());
   std::atomic<int> finished{0};
   const auto start = clock::now();

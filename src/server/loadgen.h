@@ -76,8 +76,11 @@ struct RequestTiming {
 // client sees whole events, not token counts, so the rest is interpolated).
 double tokens_received_by(const std::vector<RequestTiming>& requests, double t);
 
-// The workload for a rate (same seed: same prompts and lengths whatever the rate).
-std::vector<WorkItem> make_workload(const LoadgenConfig& cfg, int32_t n_vocab, double rate);
+// The workload of the run-th run (0-based) of an invocation at a rate. The same seed gives
+// the same prompt and generation lengths, and the same arrivals at the same rate, in every
+// run; the token ids (shared prefix included) are drawn afresh for each run, so that no run
+// finds its prompts in a server's prefix cache, left there by the runs before it.
+std::vector<WorkItem> make_workload(const LoadgenConfig& cfg, int32_t n_vocab, double rate, int run = 0);
 Summary summarize(std::vector<double> v);
 
 class Loadgen {
@@ -107,6 +110,7 @@ class Loadgen {
   LoadgenConfig cfg_;
   std::string model_;
   int32_t n_vocab_ = 32000;
+  int runs_started_ = 0;  // numbers each run's token ids
 };
 
 }  // namespace sy

@@ -53,31 +53,41 @@ TEST(LoadgenWorkload, LengthsInRangeAndPoissonArrivals) {
   EXPECT_NEAR(sd, 1 / rate, 0.02);
 }
 
-TEST(LoadgenWorkload, SameSeedSamePromptsWhateverTheRate) {
+TEST(LoadgenWorkload, SameLengthsWhateverTheRateFreshTokensEachRun) {
   const LoadgenConfig c = workload_config();
   const auto slow = make_workload(c, 1000, 0.5), burst = make_workload(c, 1000, INFINITY);
+  const auto next = make_workload(c, 1000, 0.5, 1);
+  size_t same_tokens = 0;
   for (size_t i = 0; i < slow.size(); ++i) {
     ASSERT_EQ(slow[i].prompt, burst[i].prompt);
     ASSERT_EQ(slow[i].gen_len, burst[i].gen_len);
     ASSERT_EQ(burst[i].arrival, 0.0);  // all at once
+    // The next run: same lengths and arrivals, other tokens (so no prefix cache helps it).
+    ASSERT_EQ(next[i].prompt.size(), slow[i].prompt.size());
+    ASSERT_EQ(next[i].gen_len, slow[i].gen_len);
+    ASSERT_EQ(next[i].arrival, slow[i].arrival);
+    same_tokens += next[i].prompt == slow[i].prompt;
   }
+  EXPECT_LT(same_tokens, 5u);
   LoadgenConfig other = c;
   other.seed = 8;
   EXPECT_NE(make_workload(other, 1000, 0.5)[0].prompt, slow[0].prompt);
 }
 
-TEST(LoadgenWorkload, SharedPrefixLeadsEveryPromptAndLeavesTheRestAlone) {
+TEST(LoadgenWorkload, SharedPrefixLeadsEveryPromptOfARun) {
   LoadgenConfig c = workload_config();
   c.requests = 50;
   const auto plain = make_workload(c, 1000, 1.0);
   c.shared_prefix = 12;
-  const auto shared = make_workload(c, 1000, 1.0);
+  const auto shared = make_workload(c, 1000, 1.0), next = make_workload(c, 1000, 1.0, 1);
   ASSERT_EQ(shared.size(), plain.size());
   const std::vector<int32_t> head(shared[0].prompt.begin(), shared[0].prompt.begin() + 12);
+  const std::vector<int32_t> next_head(next[0].prompt.begin(), next[0].prompt.begin() + 12);
+  EXPECT_NE(head, next_head);
   for (size_t i = 0; i < shared.size(); ++i) {
     ASSERT_EQ(shared[i].prompt.size(), plain[i].prompt.size() + 12);
     EXPECT_TRUE(std::equal(head.begin(), head.end(), shared[i].prompt.begin()));
-    EXPECT_TRUE(std::equal(plain[i].prompt.begin(), plain[i].prompt.end(), shared[i].prompt.begin() + 12));
+    EXPECT_TRUE(std::equal(next_head.begin(), next_head.end(), next[i].prompt.begin()));
     EXPECT_EQ(shared[i].gen_len, plain[i].gen_len);
     EXPECT_EQ(shared[i].arrival, plain[i].arrival);
   }
