@@ -22,6 +22,17 @@ void sample_all(StepPlan& plan) {
   for (Sequence* s : plan.rows) s->tokens.push_back(7);
 }
 
+// The prompt step, then one decode step, whose start indexes the prompt's full blocks.
+void prompt_then_decode(Scheduler& s, StepPlan& plan) {
+  ASSERT_TRUE(s.schedule(plan));
+  sample_all(plan);
+  ASSERT_TRUE(s.schedule(plan));
+}
+
+void end_all(Scheduler& s) {
+  s.remove_if([](const Sequence&) { return true; }, [](std::unique_ptr<Sequence>) {});
+}
+
 KvCache small_cache(int64_t n_blocks, int64_t block_size, int n_seq) {
   return KvCache(1, 1, 1, n_blocks, block_size, n_seq);
 }
@@ -258,13 +269,11 @@ TEST(ServerScheduler, FinishedPrefixIsAttachedNotRecomputed) {
   Scheduler s({2, 100, 0, 1}, cache);
   s.enqueue(seq(10, 0));
   StepPlan plan;
-  ASSERT_TRUE(s.schedule(plan));
+  prompt_then_decode(s, plan);  // blocks 0 and 1 (positions 0..7) are indexed
   const int a = plan.rows[0]->slot;
   for (int p = 0; p < 10; ++p) cache.k_row(0, a, p)[1] = 0.5f + p;
   const int32_t first_blocks[] = {cache.block(a, 0), cache.block(a, 1)};
-  sample_all(plan);
-  ASSERT_TRUE(s.schedule(plan));  // its decode step: blocks 0 and 1 (positions 0..7) are indexed
-  s.remove_if([](const Sequence&) { return true; }, [](std::unique_ptr<Sequence>) {});
+  end_all(s);
   EXPECT_EQ(cache.cached_blocks(), 2);
   EXPECT_EQ(cache.free_blocks(), 16) << "cached blocks count as free";
 
@@ -292,17 +301,15 @@ TEST(ServerScheduler, CachedBlocksGiveWayWhenThePoolRunsOut) {
   Scheduler s({1, 100, 0, 1}, cache);
   s.enqueue(seq(16, 0));
   StepPlan plan;
-  ASSERT_TRUE(s.schedule(plan));
-  sample_all(plan);
-  ASSERT_TRUE(s.schedule(plan));  // 4 full blocks indexed; a 5th for position 16
-  s.remove_if([](const Sequence&) { return true; }, [](std::unique_ptr<Sequence>) {});
+  prompt_then_decode(s, plan);  // 4 full blocks indexed; a 5th for position 16
+  end_all(s);
   EXPECT_EQ(cache.cached_blocks(), 4);
 
   s.enqueue(seq(20, 1, 500));  // other tokens: 5 blocks, 2 never used and 3 cached
   ASSERT_TRUE(s.schedule(plan));
   EXPECT_EQ(plan.n_reused, 0);
   EXPECT_EQ(cache.cached_blocks(), 1);
-  s.remove_if([](const Sequence&) { return true; }, [](std::unique_ptr<Sequence>) {});
+  end_all(s);
 
   s.enqueue(seq(18, 2));  // the first prompt again: only its first block is left
   ASSERT_TRUE(s.schedule(plan));
@@ -321,11 +328,9 @@ TEST(ServerScheduler, EqualBlocksAreIndexedOnce) {
   g.prompt_logprobs = true;
   s.enqueue(std::make_unique<Sequence>(std::make_shared<Request>(seq(8, 0)->tokens, g), 1));
   StepPlan plan;
-  ASSERT_TRUE(s.schedule(plan));
-  EXPECT_EQ(plan.batch.size(), 16);
-  sample_all(plan);
-  ASSERT_TRUE(s.schedule(plan));
-  s.remove_if([](const Sequence&) { return true; }, [](std::unique_ptr<Sequence>) {});
+  prompt_then_decode(s, plan);
+  EXPECT_EQ(plan.batch.size(), 2) << "both computed their prompts in the first step";
+  end_all(s);
   EXPECT_EQ(cache.cached_blocks(), 2);
   EXPECT_EQ(cache.free_blocks(), 16);
 }
