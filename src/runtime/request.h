@@ -103,6 +103,9 @@ class Request {
   // Log-probabilities of prompt tokens 1..n-1 (params().prompt_logprobs), complete once
   // the first token is out or the request has finished.
   std::vector<GeneratedLogprob> prompt_logprobs() const;
+  // Prompt tokens whose K/V came from the prefix cache when the request joined the batch
+  // (OpenAI's usage.prompt_tokens_details.cached_tokens); final once its first token is out.
+  int64_t cached_prompt_tokens() const { return cached_prompt_tokens_.load(std::memory_order_acquire); }
 
   // ---- engine side ----
   // Scores prompt token pos + 1 with the logits of position pos.
@@ -112,6 +115,7 @@ class Request {
   // params().top_logprobs of them are kept).
   void push_token(int32_t token, float logprob, std::span<const TokenLogprob> top);
   void finish(FinishReason reason, std::string error = {});
+  void set_cached_prompt_tokens(int64_t n) { cached_prompt_tokens_.store(n, std::memory_order_release); }
 
  private:
   const std::vector<int32_t> prompt_;
@@ -119,6 +123,7 @@ class Request {
   const std::shared_ptr<Channel> channel_;
   const Clock::time_point arrival_;
   std::atomic<bool> cancel_{false};
+  std::atomic<int64_t> cached_prompt_tokens_{0};
 
   // Guarded by channel_->mu_.
   std::vector<int32_t> tokens_;  // reserved up front: no allocation per token

@@ -153,6 +153,9 @@ bool Scheduler::try_admit(int64_t& budget, StepPlan& plan) {
   }
   s.n_computed = s.n_ready = reused;
   plan.n_reused += reused;
+  // What the client is told it saved: the first admission's (a preempted sequence later
+  // finds its own blocks again).
+  if (s.n_preempted == 0) s.req->set_cached_prompt_tokens(reused);
   auto owned = std::move(waiting_.front());
   waiting_.pop_front();
   owned->admitted = Clock::now();

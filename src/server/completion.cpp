@@ -151,8 +151,13 @@ json CompletionRun::usage() const {
   int64_t completion = 0;
   for (const auto& c : choices_) completion += c->n_tokens;
   const int64_t prompt = job_.prompt_tokens();
-  return {
-      {"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
+  // The prompt is counted once for the n choices, so are its cached tokens: the first
+  // choice's (the others usually attach the prompt that the first one computed).
+  const int64_t cached = choices_.empty() ? 0 : choices_.front()->req->cached_prompt_tokens();
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion},
+          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
 }
 
 void CompletionRun::add_prompt_logprobs(Choice& c) const {

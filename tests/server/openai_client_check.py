@@ -28,6 +28,15 @@ def main():
     check(c.choices[0].finish_reason in ("stop", "length"), f"finish_reason {c.choices[0].finish_reason}")
     check(c.usage.completion_tokens <= 8 and c.usage.prompt_tokens > 0, f"usage {c.usage}")
 
+    # A long prompt twice: the second time its whole blocks come from the prefix cache, as
+    # usage.prompt_tokens_details.cached_tokens says (OpenAI's prompt caching field).
+    long_prompt = "And the LORD spake unto Moses, saying, Speak unto the children of Israel, " * 3
+    c1 = client.completions.create(model=model, prompt=long_prompt, max_tokens=2, temperature=0)
+    c2 = client.completions.create(model=model, prompt=long_prompt, max_tokens=2, temperature=0)
+    cached = c2.usage.prompt_tokens_details.cached_tokens if c2.usage.prompt_tokens_details else None
+    check(cached is not None and 16 <= cached < c2.usage.prompt_tokens, f"cached tokens {c2.usage}")
+    check(c2.choices[0].text == c1.choices[0].text, "the same text from cached blocks")
+
     streamed = "".join(
         ch.choices[0].text
         for ch in client.completions.create(model=model, prompt="A fool and his money", max_tokens=8, temperature=0, stream=True)

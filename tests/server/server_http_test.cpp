@@ -139,7 +139,15 @@ TEST_F(ServerHttp, StreamedAndNonStreamedAgree) {
       }
     }
     EXPECT_NE(text[0], text[1]) << "n choices are different draws";
-    EXPECT_EQ(usage, pj["usage"]);
+    // The same prompt again: more of it may come from the prefix cache the second time.
+    const int cached_then = pj["usage"]["prompt_tokens_details"]["cached_tokens"];
+    const int cached_now = usage["prompt_tokens_details"]["cached_tokens"];
+    EXPECT_GE(cached_now, cached_then);
+    EXPECT_LT(cached_now, usage["prompt_tokens"].get<int>());
+    json plain_usage = pj["usage"];
+    plain_usage.erase("prompt_tokens_details");
+    usage.erase("prompt_tokens_details");
+    EXPECT_EQ(usage, plain_usage);
     EXPECT_EQ(pj["usage"]["total_tokens"],
               pj["usage"]["prompt_tokens"].get<int>() + pj["usage"]["completion_tokens"].get<int>());
     // A seed makes it reproducible.
@@ -549,8 +557,42 @@ TEST_F(ServerHttp, NextTurnReusesTheFinishedTurnsBlocks) {
   const double reused = srv_->metric("switchyard_prefix_reused_tokens_total") - reused0;
   // At least the first turn's whole 16-position blocks (its prompt is over 20 tokens).
   EXPECT_GE(reused, 16);
+  EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"].get<double>(), reused);
   EXPECT_EQ(srv_->metric("switchyard_computed_tokens_total") - computed0,
             usage["prompt_tokens"].get<double>() - reused + usage["completion_tokens"].get<double>() - 1);
+}
+
+// A chat's next turn renders the whole conversation again through the chat template: it
+// attaches the blocks of the first turn's prompt, and answers as a server that reuses nothing.
+TEST_F(ServerHttp, ChatNextTurnAttachesTheFirstTurnsPrompt) {
+  json turn = {{"model", "tiny"},
+               {"messages",
+                {{{"role", "user"},
+                  {"content",
+                   "Tell me a fortune about the children of Israel, about Moses and Aaron, and about the LORD "
+                   "who spake unto them in the wilderness of Sinai."}}}},
+               {"max_tokens", 12},
+               {"temperature", 0}};
+  const HttpReply r1 = http_post(ep(), "/v1/chat/completions", turn.dump());
+  ASSERT_EQ(r1.status, 200) << r1.body;
+  const json first = json::parse(r1.body);
+  // Two whole 16-position blocks at least: the last one may end where the next render's
+  // tokens differ (the first turn's prompt ends where the reply follows).
+  ASSERT_GE(first["usage"]["prompt_tokens"].get<int>(), 33);
+  turn["messages"].push_back({{"role", "assistant"}, {"content", first["choices"][0]["message"]["content"]}});
+  turn["messages"].push_back({{"role", "user"}, {"content", "And another one."}});
+  const double reused0 = srv_->metric("switchyard_prefix_reused_tokens_total");
+  const HttpReply r2 = http_post(ep(), "/v1/chat/completions", turn.dump());
+  ASSERT_EQ(r2.status, 200) << r2.body;
+  const double reused = srv_->metric("switchyard_prefix_reused_tokens_total") - reused0;
+  EXPECT_GE(reused, first["usage"]["prompt_tokens"].get<int>() / 16 * 16 - 16);
+  EXPECT_EQ(json::parse(r2.body)["usage"]["prompt_tokens_details"]["cached_tokens"].get<double>(), reused);
+  EngineConfig ec = suite_engine();
+  ec.prefix_reuse = false;
+  TestServer plain(ec, suite_server());
+  const HttpReply want = http_post(plain.endpoint(), "/v1/chat/completions", turn.dump());
+  ASSERT_EQ(want.status, 200) << want.body;
+  EXPECT_EQ(json::parse(r2.body)["choices"][0]["message"], json::parse(want.body)["choices"][0]["message"]);
 }
 
 TEST_F(ServerHttp, ClientThatHangsUpMidStreamFreesItsKvBlocks) {
