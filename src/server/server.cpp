@@ -74,6 +74,13 @@ Server::Server(Engine& engine, ServerConfig cfg)
       cfg_.http_threads > 0 ? cfg_.http_threads : ec.parallel + static_cast<int>(ec.max_queue) + 16;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   http_->set_payload_max_length(cfg_.max_body_bytes);
+  // cpp-httplib's default sets SO_REUSEPORT, with which a second server on a busy port
+  // binds too and the kernel splits the connections between the two, silently. Only
+  // SO_REUSEADDR: a restart may still bind while old connections sit in TIME_WAIT.
+  http_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   http_->set_keep_alive_max_count(1000);
   routes();
 }

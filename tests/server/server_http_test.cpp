@@ -6,6 +6,7 @@
 #include <atomic>
 #include <random>
 
+#include "base/error.h"
 #include "runtime/perplexity.h"
 #include "runtime/session.h"
 #include "support/shared_data.h"
@@ -709,6 +710,27 @@ TEST(ServerAuth, ApiKeyIsRequiredOnTheApi) {
   EXPECT_EQ(http_post(ep, "/v1/completions", completion_body("Hello", 2, false).dump()).status, 200);
   ep.api_key.clear();
   EXPECT_EQ(http_get(ep, "/health").status, 200);  // health and metrics stay open for probes
+}
+
+// A second server on a port that one already listens on must fail to start, not share the
+// port with it (the kernel would split the connections between the two).
+TEST(ServerBind, ASecondServerOnABusyPortIsRefused) {
+  TestServer first;
+  EngineConfig ec;
+  ec.n_threads = 1;
+  Engine engine(test::tiny_model(), ec);
+  ServerConfig sc;
+  sc.port = first.port();
+  Server second(engine, sc);
+  try {
+    second.bind();
+    ADD_FAILURE() << "bound port " << first.port() << ", where another server listens";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(":" + std::to_string(first.port()) + " (in use"), std::string::npos)
+        << e.what();
+  }
+  engine.stop();
+  EXPECT_EQ(http_get(first.endpoint(), "/health").status, 200);
 }
 
 TEST(ServerPaging, PreemptionUnderAScarceKvPoolKeepsOutputsExact) {
