@@ -268,7 +268,7 @@ json expert_cache_figures(const BenchRun& r, const StoreCounters& before_all, co
             // And against what the disk gives the store's own pattern of reads.
             {"percent_of_disk_bound_expert_reads", percent_of(disk_bound(r.disk_bw_experts))},
             {"prefetch_issued", use.prefetch_issued},
-            {"prefetch_used", a.prefetch_used - before.prefetch_used},
+            {"prefetch_used", static_cast<int64_t>(use.prefetched)},
             // Of the experts prefetch loaded, the share the next layer used.
             {"prefetch_accuracy", use.prefetch_accuracy()},
             // Every expert read (on demand or by a prefetch) per expert needed: what an

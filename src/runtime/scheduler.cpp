@@ -94,17 +94,18 @@ void Scheduler::add_chunk(Sequence& s, int64_t n, StepPlan& plan) {
   s.n_computed = end;
 }
 
-const Sequence* Scheduler::longest_prefix(const Sequence& s, bool ready_only, int64_t& len) const {
+const Sequence* Scheduler::longest_prefix(const Sequence& s, int64_t& ready, int64_t& soon) const {
   // At least the last token is computed again: its logits pick the next token.
   const int64_t limit = static_cast<int64_t>(s.tokens.size()) - 1;
   const Sequence* src = nullptr;
-  len = 0;
+  ready = soon = 0;
   for (const auto& r : running_) {
-    const int64_t n = std::min(limit, ready_only ? r->n_ready : r->n_computed);
+    const int64_t n = std::min(limit, r->n_computed);  // n_ready <= n_computed
     int64_t i = 0;
     while (i < n && r->tokens[i] == s.tokens[i]) ++i;
-    if (i > len) {
-      len = i;
+    soon = std::max(soon, i);
+    if (std::min(i, r->n_ready) > ready) {
+      ready = std::min(i, r->n_ready);
       src = r.get();
     }
   }
@@ -129,8 +130,7 @@ bool Scheduler::try_admit(int64_t& budget, StepPlan& plan) {
     // computing a long prefix of this one right now (requests with one system prompt
     // arriving together): then wait for it rather than compute the same prefix twice.
     int64_t ready = 0, soon = 0;
-    const Sequence* src = longest_prefix(s, true, ready);
-    longest_prefix(s, false, soon);
+    const Sequence* src = longest_prefix(s, ready, soon);
     if (soon - std::max(ready, reused) >= bs) return false;
     if (ready > reused) copy_from = src;
     reused = std::max(ready, reused);

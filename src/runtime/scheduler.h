@@ -114,7 +114,9 @@ class Scheduler {
   bool try_admit(int64_t& budget, StepPlan& plan);
   void add_chunk(Sequence& s, int64_t n, StepPlan& plan);
   void index_blocks(Sequence& s);
-  const Sequence* longest_prefix(const Sequence& s, bool ready_only, int64_t& len) const;
+  // The running sequence sharing the longest prefix of s whose K/V are written (`ready`
+  // tokens), and the longest that any running sequence will have once this step runs (`soon`).
+  const Sequence* longest_prefix(const Sequence& s, int64_t& ready, int64_t& soon) const;
   void release(Sequence& s);
 
   SchedulerConfig cfg_;
