@@ -55,7 +55,7 @@ Engine::Engine(const Model& model, EngineConfig cfg)
       forward_(model, pool_, cfg_.moe),
       expert_tokens_(model.hparams().n_layer, model.hparams().n_expert),
       cache_(make_pool(model, cfg_)),
-      sched_({cfg_.parallel, cfg_.batch_tokens, -1, cfg_.prefix_reuse ? model.hparams().n_layer : 0}, cache_) {
+      sched_({cfg_.parallel, cfg_.batch_tokens, -1, cfg_.prefix_reuse}, cache_) {
   if (model.hparams().n_expert > 0) forward_.set_routing_observer(&expert_tokens_);
   stats_.update([&](EngineStatsData& d) {
     d.kv_blocks_total = cache_.n_blocks();
@@ -198,7 +198,8 @@ void Engine::step() {
     const std::string msg = std::string("the forward pass failed: ") + e.what();
     std::fprintf(stderr, "engine: %s\n", msg.c_str());
     sched_.remove_if([&](const Sequence& s) { return s.slot >= 0 && in_batch[s.slot]; },
-                     [&](std::unique_ptr<Sequence> s) { finish(*s, FinishReason::Error, msg); });
+                     [&](std::unique_ptr<Sequence> s) { finish(*s, FinishReason::Error, msg); },
+                     /*written=*/false);
     publish_stats(0.0);
     return;
   }

@@ -93,26 +93,49 @@ void KvCache::drop(int32_t b) {
   }
 }
 
-int64_t KvCache::attach_cost(const std::vector<int32_t>& prefix, int64_t n_positions) const {
+int64_t KvCache::attach_cost(const std::vector<int32_t>& prefix, int64_t n_positions, KvRows copy) const {
   int64_t cost = std::max<int64_t>(0, blocks_needed(n_positions) - static_cast<int64_t>(prefix.size()));
   for (int32_t b : prefix) cost += refs_[static_cast<size_t>(b)] == 0;
+  if (copy.rows > 0) cost += refs_[static_cast<size_t>(copy.block)] == 0;
   return cost;
 }
 
-bool KvCache::attach(int seq, const std::vector<int32_t>& prefix, int64_t n_positions) {
+void KvCache::add_ref(int32_t b) {
+  const auto i = static_cast<size_t>(b);
+  if (refs_[i] == 0) {
+    if (!retained_[i]) throw Error("KV cache: a shared prefix block was freed");
+    cached_.erase(cached_at_[i]);
+  }
+  refs_[i]++;
+}
+
+bool KvCache::attach(int seq, const std::vector<int32_t>& prefix, int64_t n_positions, KvRows copy) {
   auto& t = tables_.at(seq);
   if (!t.empty()) throw Error("KV cache: a prefix can only be attached to an empty sequence");
-  if (n_positions > max_positions_ || attach_cost(prefix, n_positions) > free_blocks()) return false;
+  const int64_t first = static_cast<int64_t>(prefix.size()) * block_size_;  // first copied position
+  if (copy.rows > 0 && (copy.block < 0 || copy.block >= n_blocks_ || copy.rows > block_size_ ||
+                        first + copy.rows > n_positions)) {
+    throw Error("KV cache: the rows to copy lie outside the block or past the sequence");
+  }
+  if (n_positions > max_positions_ || attach_cost(prefix, n_positions, copy) > free_blocks()) return false;
   for (int32_t b : prefix) {
-    const auto i = static_cast<size_t>(b);
-    if (refs_[i] == 0) {
-      if (!retained_[i]) throw Error("KV cache: a shared prefix block was freed");
-      cached_.erase(cached_at_[i]);
-    }
-    refs_[i]++;
+    add_ref(b);
     t.push_back(b);
   }
-  return reserve(seq, n_positions);
+  if (copy.rows <= 0) return reserve(seq, n_positions);
+  add_ref(copy.block);
+  const bool ok = reserve(seq, n_positions);
+  if (ok) {
+    const int32_t dst = t[prefix.size()];
+    for (int l = 0; l < n_layer_; ++l) {
+      std::memcpy(k_.data() + block_base(dst, l, k_row_), k_.data() + block_base(copy.block, l, k_row_),
+                  static_cast<size_t>(copy.rows) * k_row_);
+      std::memcpy(v_.data() + block_base(dst, l, v_row_), v_.data() + block_base(copy.block, l, v_row_),
+                  static_cast<size_t>(copy.rows) * v_row_);
+    }
+  }
+  drop(copy.block);
+  return ok;
 }
 
 void KvCache::retain(int32_t b) {
@@ -162,11 +185,6 @@ void KvCache::store(int layer, int seq, int64_t pos, const float* k, const float
       cpu::quantize_row_q8_0(k, reinterpret_cast<BlockQ8_0*>(kr), k_dim_);
       cpu::quantize_row_q8_0(v, reinterpret_cast<BlockQ8_0*>(vr), v_dim_);
   }
-}
-
-void KvCache::copy_position(int layer, int dst, int src, int64_t pos) {
-  std::memcpy(row(k_.data(), k_row_, layer, dst, pos), row(k_.data(), k_row_, layer, src, pos), k_row_);
-  std::memcpy(row(v_.data(), v_row_, layer, dst, pos), row(v_.data(), v_row_, layer, src, pos), v_row_);
 }
 
 cpu::KvView KvCache::view(int layer, int seq, std::vector<const void*>& blocks) const {

@@ -19,6 +19,13 @@
 
 namespace sy {
 
+// The leading `rows` positions of one block: where a new sequence copies the K/V of a
+// prefix that ends inside a block (rows 0: nothing to copy).
+struct KvRows {
+  int32_t block = -1;
+  int64_t rows = 0;
+};
+
 class KvCache {
  public:
   // n_blocks blocks of block_size positions shared by up to n_seq sequence slots.
@@ -57,14 +64,17 @@ class KvCache {
   // Makes positions [0, n_positions) of seq addressable; false (nothing changed) when the
   // pool has too few free blocks.
   bool reserve(int seq, int64_t n_positions);
-  // Free blocks that attach(seq, prefix, n_positions) would consume: the new blocks past
-  // the prefix, plus the prefix blocks that are cached now (they stop counting as free).
-  int64_t attach_cost(const std::vector<int32_t>& prefix, int64_t n_positions) const;
+  // Free blocks that attach(seq, prefix, n_positions, copy) may hold at once: the new
+  // blocks past the prefix, plus the prefix blocks and the copied block that are cached
+  // now (they stop counting as free, the copied one until its rows are copied).
+  int64_t attach_cost(const std::vector<int32_t>& prefix, int64_t n_positions, KvRows copy = {}) const;
   // Puts the full blocks `prefix` (of another sequence, or cached) at the head of seq's
-  // empty table, then reserves up to n_positions; false (nothing changed) when the pool
-  // is too small. The shared blocks must not be written: they hold positions
-  // [0, prefix.size() * block_size), which seq already has.
-  bool attach(int seq, const std::vector<int32_t>& prefix, int64_t n_positions);
+  // empty table, reserves up to n_positions, and copies the leading rows of block
+  // copy.block (at the same depth: the block after the prefix) into seq's next block;
+  // false (nothing changed) when the pool is too small. The shared blocks must not be
+  // written: they hold positions [0, prefix.size() * block_size), which seq already has.
+  // The copied block is held while the pool is drawn on, so it cannot be evicted first.
+  bool attach(int seq, const std::vector<int32_t>& prefix, int64_t n_positions, KvRows copy = {});
   // Drops seq's references to its blocks (a block with no user left is freed or cached).
   void release(int seq);
   // Keeps positions [0, n_positions) and drops the blocks past them.
@@ -81,8 +91,6 @@ class KvCache {
 
   // Writes position pos of seq at one layer (converted to the cache's type).
   void store(int layer, int seq, int64_t pos, const float* k, const float* v);
-  // Copies position pos of one layer from sequence src to dst (a shared prompt prefix).
-  void copy_position(int layer, int dst, int src, int64_t pos);
   // Direct access to the values of an F32 cache (tests); throws for other types.
   float* k_row(int layer, int seq, int64_t pos) { return f32(row(k_.data(), k_row_, layer, seq, pos)); }
   float* v_row(int layer, int seq, int64_t pos) { return f32(row(v_.data(), v_row_, layer, seq, pos)); }
@@ -94,6 +102,7 @@ class KvCache {
   uint8_t* row(uint8_t* store, size_t row_bytes, int layer, int seq, int64_t pos) const;
   float* f32(uint8_t* p) const;
   int32_t take_block();
+  void add_ref(int32_t block);  // one more user of a block in use or cached
   void drop(int32_t block);
   size_t block_base(int32_t block, int layer, size_t row_bytes) const {  // in bytes
     return (static_cast<size_t>(block) * n_layer_ + layer) * block_size_ * row_bytes;

@@ -49,19 +49,48 @@ uint64_t PrefixIndex::add(int32_t block, uint64_t parent, const int32_t* tokens)
     const Entry& other = entries_[static_cast<size_t>(it->second)];
     return holds(other, parent, tokens) ? other.serial : 0;
   }
+  register_entry(block, parent, k, tokens, block_size_);
+  by_key_.emplace(k, block);
+  return e.serial;
+}
+
+void PrefixIndex::add_tail(int32_t block, uint64_t parent, const int32_t* tokens, int64_t rows) {
+  if (rows <= 0 || rows >= block_size_ || entries_.at(static_cast<size_t>(block)).serial != 0) return;
+  if (longest_next(parent, tokens, rows).rows == rows) return;
+  register_entry(block, parent, 0, tokens, rows);
+}
+
+void PrefixIndex::register_entry(int32_t block, uint64_t parent, uint64_t key, const int32_t* tokens, int64_t n) {
+  Entry& e = entries_[static_cast<size_t>(block)];
   e.serial = next_serial_++;
   e.parent = parent;
-  e.key = k;
-  e.tokens.assign(tokens, tokens + block_size_);
-  by_key_.emplace(k, block);
+  e.key = key;
+  e.tokens.assign(tokens, tokens + n);
+  by_parent_[parent].push_back(block);
   cache_.retain(block);
-  return e.serial;
+}
+
+KvRows PrefixIndex::longest_next(uint64_t parent, const int32_t* tokens, int64_t n_tokens) const {
+  KvRows best;
+  const auto it = by_parent_.find(parent);
+  if (it == by_parent_.end()) return best;
+  for (int32_t b : it->second) {
+    const auto& t = entries_[static_cast<size_t>(b)].tokens;
+    const int64_t n = std::min(n_tokens, static_cast<int64_t>(t.size()));
+    int64_t i = 0;
+    while (i < n && t[static_cast<size_t>(i)] == tokens[i]) ++i;
+    if (i > best.rows) best = {b, i};
+  }
+  return best;
 }
 
 void PrefixIndex::evict(int32_t block) {
   Entry& e = entries_[static_cast<size_t>(block)];
   if (e.serial == 0) return;
-  by_key_.erase(e.key);
+  if (static_cast<int64_t>(e.tokens.size()) == block_size_) by_key_.erase(e.key);
+  auto& siblings = by_parent_[e.parent];
+  siblings.erase(std::find(siblings.begin(), siblings.end(), block));
+  if (siblings.empty()) by_parent_.erase(e.parent);
   e.serial = 0;
 }
 

@@ -35,7 +35,7 @@ Scheduler::Scheduler(SchedulerConfig cfg, KvCache& cache) : cfg_(cfg), cache_(ca
                 ")");
   }
   if (cfg_.watermark_blocks < 0) cfg_.watermark_blocks = std::max<int64_t>(1, cache.n_blocks() / 100);
-  if (cfg_.kv_layers > 0) index_ = std::make_unique<PrefixIndex>(cache);
+  if (cfg_.prefix_reuse) index_ = std::make_unique<PrefixIndex>(cache);
   for (int s = cfg_.max_running - 1; s >= 0; --s) free_slots_.push_back(s);
   running_.reserve(static_cast<size_t>(cfg_.max_running));
 }
@@ -46,8 +46,13 @@ void Scheduler::enqueue(std::unique_ptr<Sequence> s) {
   waiting_.insert(pos, std::move(s));
 }
 
-void Scheduler::release(Sequence& s) {
+void Scheduler::release(Sequence& s, bool written) {
   if (s.slot < 0) return;
+  if (index_ && written) {
+    s.n_ready = s.n_computed;
+    index_blocks(s);
+    index_partial_block(s);
+  }
   cache_.release(s.slot);
   free_slots_.push_back(s.slot);
   s.slot = -1;
@@ -64,10 +69,17 @@ void Scheduler::index_blocks(Sequence& s) {
   }
 }
 
+void Scheduler::index_partial_block(Sequence& s) {
+  const int64_t first = s.n_indexed * cache_.block_size();
+  const int64_t rows = s.n_ready - first;
+  if (rows <= 0 || rows >= cache_.block_size() || (s.n_indexed > 0 && s.index_tail == 0)) return;
+  index_->add_tail(cache_.block(s.slot, s.n_indexed), s.index_tail, s.tokens.data() + first, rows);
+}
+
 void Scheduler::preempt(size_t i) {
   auto s = std::move(running_[i]);
   running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
-  release(*s);
+  release(*s, true);
   s->n_computed = 0;  // recomputed from its tokens when it is admitted again
   s->n_preempted++;
   preemptions_++;
@@ -119,38 +131,43 @@ bool Scheduler::try_admit(int64_t& budget, StepPlan& plan) {
   const int64_t bs = cache_.block_size();
   match_.blocks.clear();
   match_.last = 0;
-  const Sequence* copy_from = nullptr;
+  KvRows copy;  // rows copied into the first block past the attached ones
   int64_t reused = 0;
   // A reused prefix has no logits, and a request that scores its prompt needs them all.
   if (index_ && !s.scores_prompt()) {
     // At least the last token is computed again: its logits pick the next token.
-    index_->match(s.tokens.data(), n - 1, match_);
-    reused = static_cast<int64_t>(match_.blocks.size()) * bs;
-    // A running sequence may share a partly filled block more (copied below), or be
-    // computing a long prefix of this one right now (requests with one system prompt
-    // arriving together): then wait for it rather than compute the same prefix twice.
+    const int64_t limit = n - 1;
+    index_->match(s.tokens.data(), limit, match_);
+    const int64_t attached = static_cast<int64_t>(match_.blocks.size()) * bs;
+    copy = index_->longest_next(match_.last, s.tokens.data() + attached, limit - attached);
+    // A running sequence may share more of the next block (its K/V are not in the index
+    // until it leaves), or be computing a long prefix of this one right now (requests with
+    // one system prompt arriving together): then wait for it rather than compute the
+    // same prefix twice.
     int64_t ready = 0, soon = 0;
     const Sequence* src = longest_prefix(s, ready, soon);
-    if (soon - std::max(ready, reused) >= bs) return false;
-    if (ready > reused) copy_from = src;
-    reused = std::max(ready, reused);
+    if (ready - attached > copy.rows) {
+      copy = {cache_.block(src->slot, static_cast<int64_t>(match_.blocks.size())), std::min(ready - attached, bs)};
+    }
+    reused = attached + copy.rows;
+    if (soon - reused >= bs) return false;
   }
   // With nothing running, the head may use the whole pool (it always fits: requests are
   // checked against the context size, and the pool holds at least one full context).
   const int64_t keep = running_.empty() ? 0 : cfg_.watermark_blocks;
+  if (copy.rows > 0 && cache_.attach_cost(match_.blocks, n, copy) + keep > cache_.free_blocks()) {
+    // Holding the copied block while the pool is drawn on takes one block more: compute
+    // those rows instead, so that the head of the queue always fits an empty pool.
+    reused -= copy.rows;
+    copy = {};
+  }
   if (cache_.attach_cost(match_.blocks, n) + keep > cache_.free_blocks()) return false;
   const int slot = free_slots_.back();
-  if (!cache_.attach(slot, match_.blocks, n)) return false;
+  if (!cache_.attach(slot, match_.blocks, n, copy)) return false;
   free_slots_.pop_back();
   s.slot = slot;
   s.n_indexed = static_cast<int64_t>(match_.blocks.size());
   s.index_tail = match_.last;
-  if (copy_from) {
-    const int64_t first = s.n_indexed * bs;
-    for (int l = 0; l < cfg_.kv_layers; ++l) {
-      for (int64_t p = first; p < reused; ++p) cache_.copy_position(l, s.slot, copy_from->slot, p);
-    }
-  }
   s.n_computed = s.n_ready = reused;
   plan.n_reused += reused;
   // What the client is told it saved: the first admission's (a preempted sequence later

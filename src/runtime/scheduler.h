@@ -12,12 +12,13 @@
 //    oldest sequence always progresses, so nothing can deadlock);
 //  - retirement: a finished or cancelled sequence leaves at once and frees its blocks;
 //  - prefix reuse: every full block a sequence has computed goes into a prefix index
-//    (runtime/prefix_index.h), and stays cached after the sequence ends until the pool
-//    needs it. A sequence joining the batch attaches the blocks of the longest prefix it
-//    shares with any sequence, running or finished (a common system prompt, the next turn
-//    of a conversation), and copies the rows of a partly filled block that a running
-//    sequence shares with it, instead of computing them. K/V of a token depend only on
-//    the tokens before it, so both are exact.
+//    (runtime/prefix_index.h), and so does its partly filled last block when it leaves;
+//    they stay cached until the pool needs them. A sequence joining the batch attaches
+//    the full blocks of the longest prefix it shares with any sequence, running or
+//    finished (a common system prompt, the next turn of a conversation), and copies the
+//    rows of the next block that shares the most tokens with it (cached, or a running
+//    sequence's), instead of computing them. K/V of a token depend only on the tokens
+//    before it, so both are exact.
 #pragma once
 
 #include <cstdint>
@@ -64,8 +65,7 @@ struct SchedulerConfig {
   int max_running = 8;             // KV slots: sequences in the running batch at once
   int64_t max_batch_tokens = 512;  // tokens per step, decode and prefill together
   int64_t watermark_blocks = -1;   // free blocks admission leaves for growth (-1: 1%, >= 1)
-  // Prefix reuse copies the K/V of every layer (0 layers: off).
-  int kv_layers = 0;
+  bool prefix_reuse = false;       // runtime/prefix_index.h
 };
 
 // One step's work: the batch, the sequences that sample a token from it (each with its
@@ -99,9 +99,11 @@ class Scheduler {
   // assumed to run; on failure the caller retires them). False when there is no work.
   bool schedule(StepPlan& plan);
   // Removes a sequence (running or waiting) for which pred(seq) holds, freeing its slot
-  // and blocks, and hands it to sink(std::unique_ptr<Sequence>).
+  // and blocks, and hands it to sink(std::unique_ptr<Sequence>). `written`: the steps
+  // planned so far ran, so the removed sequences' computed K/V may be kept for reuse
+  // (false after a failed step, whose positions are half written).
   template <class Pred, class Sink>
-  void remove_if(Pred pred, Sink sink);
+  void remove_if(Pred pred, Sink sink, bool written = true);
 
   size_t n_waiting() const { return waiting_.size(); }
   size_t n_running() const { return running_.size(); }
@@ -114,10 +116,11 @@ class Scheduler {
   bool try_admit(int64_t& budget, StepPlan& plan);
   void add_chunk(Sequence& s, int64_t n, StepPlan& plan);
   void index_blocks(Sequence& s);
+  void index_partial_block(Sequence& s);  // when s leaves
   // The running sequence sharing the longest prefix of s whose K/V are written (`ready`
   // tokens), and the longest that any running sequence will have once this step runs (`soon`).
   const Sequence* longest_prefix(const Sequence& s, int64_t& ready, int64_t& soon) const;
-  void release(Sequence& s);
+  void release(Sequence& s, bool written);
 
   SchedulerConfig cfg_;
   KvCache& cache_;
@@ -130,12 +133,12 @@ class Scheduler {
 };
 
 template <class Pred, class Sink>
-void Scheduler::remove_if(Pred pred, Sink sink) {
+void Scheduler::remove_if(Pred pred, Sink sink, bool written) {
   for (size_t i = 0; i < running_.size();) {
     if (pred(*running_[i])) {
       auto s = std::move(running_[i]);
       running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
-      release(*s);
+      release(*s, written);
       sink(std::move(s));
     } else {
       ++i;

@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "base/error.h"
 #include "runtime/scheduler.h"
 
 namespace sy {
@@ -35,6 +36,42 @@ void end_all(Scheduler& s) {
 
 KvCache small_cache(int64_t n_blocks, int64_t block_size, int n_seq) {
   return KvCache(1, 1, 1, n_blocks, block_size, n_seq);
+}
+
+// What the forward pass would have written at positions [0, n) of a sequence: values
+// that name the layer, the position and the sequence's first token.
+void write_rows(KvCache& cache, const Sequence& q, int64_t n) {
+  for (int l = 0; l < 2; ++l) {
+    for (int64_t p = 0; p < n; ++p) {
+      cache.k_row(l, q.slot, p)[0] = 1000.0f * l + static_cast<float>(p) + 0.25f * q.tokens[0];
+      cache.v_row(l, q.slot, p)[0] = -cache.k_row(l, q.slot, p)[0];
+    }
+  }
+}
+
+void expect_rows(KvCache& cache, int slot, int64_t first, int64_t end, int32_t first_token) {
+  for (int l = 0; l < 2; ++l) {
+    for (int64_t p = first; p < end; ++p) {
+      const float want = 1000.0f * l + static_cast<float>(p) + 0.25f * first_token;
+      EXPECT_EQ(cache.k_row(l, slot, p)[0], want) << "layer " << l << " position " << p;
+      EXPECT_EQ(cache.v_row(l, slot, p)[0], -want) << "layer " << l << " position " << p;
+    }
+  }
+}
+
+// One finished sequence of n_prompt tokens (first token first_token) that sampled one token
+// and wrote its K/V for n_prompt + 1 positions (the prompt step and one decode step).
+// Returns the blocks it held.
+std::vector<int32_t> finish_one(Scheduler& s, KvCache& cache, int n_prompt, uint64_t order, int first_token = 10) {
+  s.enqueue(seq(n_prompt, order, first_token));
+  StepPlan plan;
+  prompt_then_decode(s, plan);
+  const Sequence& q = *plan.rows[0];
+  write_rows(cache, q, n_prompt + 1);
+  std::vector<int32_t> blocks;
+  for (int64_t i = 0; i < cache.blocks_needed(n_prompt + 1); ++i) blocks.push_back(cache.block(q.slot, i));
+  end_all(s);
+  return blocks;
 }
 
 TEST(ServerScheduler, RaggedBatchWithoutPadding) {
@@ -71,7 +108,7 @@ TEST(ServerScheduler, RaggedBatchWithoutPadding) {
 
 TEST(ServerScheduler, PromptScoringRowsAcrossChunksAndAfterAPrefixCopy) {
   KvCache cache = small_cache(16, 4, 2);
-  Scheduler s({2, 4, -1, 1}, cache);  // prefix reuse on
+  Scheduler s({2, 4, -1, true}, cache);  // prefix reuse on
   s.enqueue(seq(10, 0));
   StepPlan plan;
   for (int i = 0; i < 3; ++i) {
@@ -211,7 +248,7 @@ TEST(ServerScheduler, CancelledWaitingAndRunningLeave) {
 
 TEST(ServerScheduler, SharedPrefixIsCopiedNotRecomputed) {
   KvCache cache(2, 3, 2, 16, 4, 2);  // 2 layers, k_dim 3, v_dim 2
-  SchedulerConfig cfg{2, 100, 0, 2};
+  SchedulerConfig cfg{2, 100, 0, true};
   Scheduler s(cfg, cache);
   s.enqueue(seq(9, 0));
   StepPlan plan;
@@ -249,7 +286,7 @@ TEST(ServerScheduler, SharedPrefixIsCopiedNotRecomputed) {
 
 TEST(ServerScheduler, IdenticalPromptsArrivingTogetherAreComputedOnce) {
   KvCache cache(1, 2, 2, 32, 4, 4);
-  Scheduler s({4, 100, 0, 1}, cache);
+  Scheduler s({4, 100, 0, true}, cache);
   for (uint64_t i = 0; i < 3; ++i) s.enqueue(seq(20, i));  // e.g. n = 3 choices of one call
   StepPlan plan;
   ASSERT_TRUE(s.schedule(plan));
@@ -266,7 +303,7 @@ TEST(ServerScheduler, IdenticalPromptsArrivingTogetherAreComputedOnce) {
 // them (the same blocks, not copies) and computes only what follows.
 TEST(ServerScheduler, FinishedPrefixIsAttachedNotRecomputed) {
   KvCache cache(1, 2, 2, 16, 4, 2);
-  Scheduler s({2, 100, 0, 1}, cache);
+  Scheduler s({2, 100, 0, true}, cache);
   s.enqueue(seq(10, 0));
   StepPlan plan;
   prompt_then_decode(s, plan);  // blocks 0 and 1 (positions 0..7) are indexed
@@ -274,11 +311,11 @@ TEST(ServerScheduler, FinishedPrefixIsAttachedNotRecomputed) {
   for (int p = 0; p < 10; ++p) cache.k_row(0, a, p)[1] = 0.5f + p;
   const int32_t first_blocks[] = {cache.block(a, 0), cache.block(a, 1)};
   end_all(s);
-  EXPECT_EQ(cache.cached_blocks(), 2);
+  EXPECT_EQ(cache.cached_blocks(), 3) << "two full blocks and the partly filled last one";
   EXPECT_EQ(cache.free_blocks(), 16) << "cached blocks count as free";
 
   auto b = seq(12, 1);
-  for (int i = 9; i < 12; ++i) b->tokens[i] = 99;
+  for (int i = 8; i < 12; ++i) b->tokens[i] = 99;
   s.enqueue(std::move(b));
   ASSERT_TRUE(s.schedule(plan));
   EXPECT_EQ(plan.n_reused, 8) << "two full blocks; the third holds a different token";
@@ -290,7 +327,7 @@ TEST(ServerScheduler, FinishedPrefixIsAttachedNotRecomputed) {
   EXPECT_NE(cache.block(d, 2), first_blocks[0]);
   EXPECT_NE(cache.block(d, 2), first_blocks[1]);
   for (int p = 0; p < 8; ++p) EXPECT_EQ(cache.k_row(0, d, p)[1], 0.5f + p);
-  EXPECT_EQ(cache.cached_blocks(), 0);
+  EXPECT_EQ(cache.cached_blocks(), 1) << "the partly filled block, which nothing matched";
   EXPECT_EQ(cache.users(first_blocks[0]), 1);
 }
 
@@ -298,14 +335,14 @@ TEST(ServerScheduler, FinishedPrefixIsAttachedNotRecomputed) {
 // evicted block is no longer found.
 TEST(ServerScheduler, CachedBlocksGiveWayWhenThePoolRunsOut) {
   KvCache cache(1, 2, 2, 6, 4, 1);
-  Scheduler s({1, 100, 0, 1}, cache);
+  Scheduler s({1, 100, 0, true}, cache);
   s.enqueue(seq(16, 0));
   StepPlan plan;
   prompt_then_decode(s, plan);  // 4 full blocks indexed; a 5th for position 16
   end_all(s);
-  EXPECT_EQ(cache.cached_blocks(), 4);
+  EXPECT_EQ(cache.cached_blocks(), 5) << "the 5th holds one position";
 
-  s.enqueue(seq(20, 1, 500));  // other tokens: 5 blocks, 2 never used and 3 cached
+  s.enqueue(seq(20, 1, 500));  // other tokens: 5 blocks, 1 never used and 4 cached
   ASSERT_TRUE(s.schedule(plan));
   EXPECT_EQ(plan.n_reused, 0);
   EXPECT_EQ(cache.cached_blocks(), 1);
@@ -321,7 +358,7 @@ TEST(ServerScheduler, CachedBlocksGiveWayWhenThePoolRunsOut) {
 // second: it scores its prompt) index one copy; the second's blocks are freed, not cached.
 TEST(ServerScheduler, EqualBlocksAreIndexedOnce) {
   KvCache cache(1, 2, 2, 16, 4, 2);
-  Scheduler s({2, 100, 0, 1}, cache);
+  Scheduler s({2, 100, 0, true}, cache);
   s.enqueue(seq(8, 0));
   GenerationParams g;
   g.max_tokens = 4;
@@ -331,7 +368,7 @@ TEST(ServerScheduler, EqualBlocksAreIndexedOnce) {
   prompt_then_decode(s, plan);
   EXPECT_EQ(plan.batch.size(), 2) << "both computed their prompts in the first step";
   end_all(s);
-  EXPECT_EQ(cache.cached_blocks(), 2);
+  EXPECT_EQ(cache.cached_blocks(), 3) << "two full blocks and one of the two equal partial ones";
   EXPECT_EQ(cache.free_blocks(), 16);
 }
 
@@ -356,6 +393,118 @@ TEST(ServerScheduler, SharedBlocksAreCountedPerUser) {
   EXPECT_EQ(cache.cached_blocks(), 1);
   ASSERT_TRUE(cache.attach(0, prefix, 4));
   EXPECT_EQ(cache.free_blocks(), 7);
+}
+
+// The next turn starts with all of the last one: its partly filled last block is copied.
+TEST(ServerScheduler, FinishedPartialBlockIsCopied) {
+  KvCache cache(2, 1, 1, 16, 4, 2);
+  Scheduler s({2, 100, 0, true}, cache);
+  finish_one(s, cache, 10, 0);  // tokens 10..19, 7: blocks of 4, 4 and 3 positions
+  auto b = seq(14, 1);
+  b->tokens[10] = 7;  // the sampled token
+  for (int i = 11; i < 14; ++i) b->tokens[i] = 99;
+  s.enqueue(std::move(b));
+  StepPlan plan;
+  ASSERT_TRUE(s.schedule(plan));
+  EXPECT_EQ(plan.n_reused, 11) << "8 attached, 3 copied";
+  ASSERT_EQ(plan.batch.size(), 3);
+  EXPECT_EQ(plan.batch.positions[0], 11);
+  const int d = plan.rows[0]->slot;
+  expect_rows(cache, d, 0, 11, 10);
+  EXPECT_EQ(cache.cached_blocks(), 1) << "the copied block stays cached";
+  EXPECT_EQ(plan.rows[0]->req->cached_prompt_tokens(), 11);
+}
+
+// A turn that departs from the last one inside a full block copies the rows they share.
+TEST(ServerScheduler, ADivergingPromptCopiesTheSharedRowsOfTheNextBlock) {
+  KvCache cache(2, 1, 1, 16, 4, 2);
+  Scheduler s({2, 100, 0, true}, cache);
+  finish_one(s, cache, 12, 0);  // three full blocks and one position
+  auto b = seq(14, 1);
+  for (int i = 10; i < 14; ++i) b->tokens[i] = 99;
+  s.enqueue(std::move(b));
+  StepPlan plan;
+  ASSERT_TRUE(s.schedule(plan));
+  EXPECT_EQ(plan.n_reused, 10) << "8 attached, 2 copied from the third block";
+  EXPECT_EQ(plan.batch.positions[0], 10);
+  expect_rows(cache, plan.rows[0]->slot, 0, 10, 10);
+  // A prompt that shares only part of the first block copies that part.
+  end_all(s);
+  auto c = seq(6, 2);
+  for (int i = 3; i < 6; ++i) c->tokens[i] = 98;
+  s.enqueue(std::move(c));
+  ASSERT_TRUE(s.schedule(plan));
+  EXPECT_EQ(plan.n_reused, 3);
+  expect_rows(cache, plan.rows[0]->slot, 0, 3, 10);
+}
+
+// The block copied from is held while the new sequence's blocks are taken, so the pool
+// evicts other cached blocks before it, and it is still found afterwards.
+TEST(ServerScheduler, TheCopiedBlockOutlivesATightPool) {
+  KvCache cache(2, 1, 1, 6, 4, 1);
+  Scheduler s({1, 100, 0, true}, cache);
+  const int32_t tail = finish_one(s, cache, 6, 0)[1];  // 3 positions; cached first
+  finish_one(s, cache, 8, 1, 500);                      // 3 more blocks, cached later
+  EXPECT_EQ(cache.cached_blocks(), 5);
+  auto b = seq(14, 2);
+  b->tokens[6] = 7;
+  for (int i = 7; i < 14; ++i) b->tokens[i] = 99;
+  s.enqueue(std::move(b));
+  StepPlan plan;
+  ASSERT_TRUE(s.schedule(plan));
+  EXPECT_EQ(plan.n_reused, 7);
+  const int d = plan.rows[0]->slot;
+  expect_rows(cache, d, 0, 7, 10);
+  EXPECT_NE(cache.block(d, 1), tail);
+  EXPECT_TRUE(cache.retained(tail)) << "the least recently released block, but held while the pool was drawn on";
+  EXPECT_EQ(cache.users(tail), 0);
+}
+
+// When holding the copied block would leave the pool one block short, the rows are
+// computed instead: the head of the queue must never wait on an empty engine.
+TEST(ServerScheduler, ACopyThatDoesNotFitIsComputed) {
+  KvCache cache(2, 1, 1, 4, 4, 1);
+  Scheduler s({1, 100, 0, true}, cache);
+  finish_one(s, cache, 6, 0);
+  auto b = seq(16, 1);
+  b->tokens[6] = 7;
+  for (int i = 7; i < 16; ++i) b->tokens[i] = 99;
+  s.enqueue(std::move(b));
+  StepPlan plan;
+  ASSERT_TRUE(s.schedule(plan));
+  EXPECT_EQ(plan.n_reused, 4) << "the full block only";
+  EXPECT_EQ(plan.batch.size(), 12);
+}
+
+// After a failed step the positions it was writing are half written: nothing of them is
+// kept, while the blocks indexed before it stay.
+TEST(ServerScheduler, AFailedStepKeepsNothingItWrote) {
+  KvCache cache(1, 1, 1, 16, 4, 1);
+  Scheduler s({1, 100, 0, true}, cache);
+  s.enqueue(seq(10, 0));
+  StepPlan plan;
+  prompt_then_decode(s, plan);  // the decode step "fails"
+  s.remove_if([](const Sequence&) { return true; }, [](std::unique_ptr<Sequence>) {}, /*written=*/false);
+  EXPECT_EQ(cache.cached_blocks(), 2) << "the two full blocks of the prompt step";
+}
+
+TEST(ServerScheduler, AttachCopiesTheLeadingRowsOfABlock) {
+  KvCache cache(2, 1, 1, 8, 4, 2);
+  ASSERT_TRUE(cache.reserve(0, 8));
+  for (int l = 0; l < 2; ++l) {
+    for (int p = 0; p < 8; ++p) cache.k_row(l, 0, p)[0] = 10.0f * l + p;
+  }
+  const KvRows copy{cache.block(0, 1), 3};
+  EXPECT_EQ(cache.attach_cost({cache.block(0, 0)}, 10, copy), 2) << "a block in use costs nothing to hold";
+  ASSERT_TRUE(cache.attach(1, {cache.block(0, 0)}, 10, copy));
+  EXPECT_NE(cache.block(1, 1), cache.block(0, 1));
+  for (int l = 0; l < 2; ++l) {
+    for (int p = 0; p < 7; ++p) EXPECT_EQ(cache.k_row(l, 1, p)[0], 10.0f * l + p);
+  }
+  cache.release(1);
+  EXPECT_THROW(cache.attach(1, {}, 2, KvRows{cache.block(0, 1), 3}), Error) << "rows past the sequence";
+  EXPECT_THROW(cache.attach(1, {}, 8, KvRows{cache.block(0, 1), 5}), Error) << "more rows than a block";
+  EXPECT_THROW(cache.attach(1, {}, 8, KvRows{99, 1}), Error) << "no such block";
 }
 
 }  // namespace
