@@ -59,6 +59,20 @@ void expect_rows(KvCache& cache, int slot, int64_t first, int64_t end, int32_t f
   }
 }
 
+// A next turn of n tokens: the first `shared` of seq()'s prompt (10, 11, ...), then the
+// token sample_all() gave (7) if `sampled`, then `fill`.
+std::unique_ptr<Sequence> turn(int n, uint64_t order, int shared, bool sampled, int32_t fill = 99) {
+  auto q = seq(n, order);
+  for (int i = shared; i < n; ++i) q->tokens[i] = sampled && i == shared ? 7 : fill;
+  return q;
+}
+
+// Enqueues q and plans the next step.
+void admit(Scheduler& s, std::unique_ptr<Sequence> q, StepPlan& plan) {
+  s.enqueue(std::move(q));
+  ASSERT_TRUE(s.schedule(plan));
+}
+
 // One finished sequence of n_prompt tokens (first token first_token) that sampled one token
 // and wrote its K/V for n_prompt + 1 positions (the prompt step and one decode step).
 // Returns the blocks it held.
@@ -400,12 +414,8 @@ TEST(ServerScheduler, FinishedPartialBlockIsCopied) {
   KvCache cache(2, 1, 1, 16, 4, 2);
   Scheduler s({2, 100, 0, true}, cache);
   finish_one(s, cache, 10, 0);  // tokens 10..19, 7: blocks of 4, 4 and 3 positions
-  auto b = seq(14, 1);
-  b->tokens[10] = 7;  // the sampled token
-  for (int i = 11; i < 14; ++i) b->tokens[i] = 99;
-  s.enqueue(std::move(b));
   StepPlan plan;
-  ASSERT_TRUE(s.schedule(plan));
+  admit(s, turn(14, 1, 10, true), plan);
   EXPECT_EQ(plan.n_reused, 11) << "8 attached, 3 copied";
   ASSERT_EQ(plan.batch.size(), 3);
   EXPECT_EQ(plan.batch.positions[0], 11);
@@ -420,20 +430,14 @@ TEST(ServerScheduler, ADivergingPromptCopiesTheSharedRowsOfTheNextBlock) {
   KvCache cache(2, 1, 1, 16, 4, 2);
   Scheduler s({2, 100, 0, true}, cache);
   finish_one(s, cache, 12, 0);  // three full blocks and one position
-  auto b = seq(14, 1);
-  for (int i = 10; i < 14; ++i) b->tokens[i] = 99;
-  s.enqueue(std::move(b));
   StepPlan plan;
-  ASSERT_TRUE(s.schedule(plan));
+  admit(s, turn(14, 1, 10, false), plan);
   EXPECT_EQ(plan.n_reused, 10) << "8 attached, 2 copied from the third block";
   EXPECT_EQ(plan.batch.positions[0], 10);
   expect_rows(cache, plan.rows[0]->slot, 0, 10, 10);
   // A prompt that shares only part of the first block copies that part.
   end_all(s);
-  auto c = seq(6, 2);
-  for (int i = 3; i < 6; ++i) c->tokens[i] = 98;
-  s.enqueue(std::move(c));
-  ASSERT_TRUE(s.schedule(plan));
+  admit(s, turn(6, 2, 3, false, 98), plan);
   EXPECT_EQ(plan.n_reused, 3);
   expect_rows(cache, plan.rows[0]->slot, 0, 3, 10);
 }
@@ -446,12 +450,8 @@ TEST(ServerScheduler, TheCopiedBlockOutlivesATightPool) {
   const int32_t tail = finish_one(s, cache, 6, 0)[1];  // 3 positions; cached first
   finish_one(s, cache, 8, 1, 500);                      // 3 more blocks, cached later
   EXPECT_EQ(cache.cached_blocks(), 5);
-  auto b = seq(14, 2);
-  b->tokens[6] = 7;
-  for (int i = 7; i < 14; ++i) b->tokens[i] = 99;
-  s.enqueue(std::move(b));
   StepPlan plan;
-  ASSERT_TRUE(s.schedule(plan));
+  admit(s, turn(14, 2, 6, true), plan);
   EXPECT_EQ(plan.n_reused, 7);
   const int d = plan.rows[0]->slot;
   expect_rows(cache, d, 0, 7, 10);
@@ -466,12 +466,8 @@ TEST(ServerScheduler, ACopyThatDoesNotFitIsComputed) {
   KvCache cache(2, 1, 1, 4, 4, 1);
   Scheduler s({1, 100, 0, true}, cache);
   finish_one(s, cache, 6, 0);
-  auto b = seq(16, 1);
-  b->tokens[6] = 7;
-  for (int i = 7; i < 16; ++i) b->tokens[i] = 99;
-  s.enqueue(std::move(b));
   StepPlan plan;
-  ASSERT_TRUE(s.schedule(plan));
+  admit(s, turn(16, 1, 6, true), plan);
   EXPECT_EQ(plan.n_reused, 4) << "the full block only";
   EXPECT_EQ(plan.batch.size(), 12);
 }
