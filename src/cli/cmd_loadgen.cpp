@@ -63,7 +63,7 @@ void add_loadgen(CLI::App& app) {
   struct Args {
     std::string url = "http://127.0.0.1:8080", rates, concurrency, prompt_len = "32:256", gen_len = "32:128",
                 out, model, api_key;
-    int requests = 100, rounds = 1, shared_prefix = 0;
+    int requests = 100, rounds = 1, shared_prefix = 0, turns = 1;
     uint64_t seed = 1;
     bool json = false, baseline = false, quiet = false;
     double timeout = 600;
@@ -92,7 +92,7 @@ void add_loadgen(CLI::App& app) {
                 "shared machine drifts from minute to minute)")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
-  c->add_option("-n,--requests", a->requests, "Requests per run")
+  c->add_option("-n,--requests", a->requests, "Requests per run (with --turns: conversations per run)")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   c->add_option("--prompt-len", a->prompt_len, "Prompt length range in tokens, MIN:MAX (uniform)")
@@ -103,6 +103,12 @@ void add_loadgen(CLI::App& app) {
                 "Tokens every prompt starts with, before its own --prompt-len tokens (a system prompt "
                 "all requests share: what the server's prefix reuse saves)")
       ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
+  c->add_option("--turns", a->turns,
+                "Requests per conversation: each later turn sends the last prompt, the last reply (as the "
+                "server's /tokenize gives it back) and --prompt-len new tokens, once the reply is in (a chat: "
+                "what the server's prefix cache saves)")
+      ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   c->add_option("--seed", a->seed,
                 "Workload seed (the same seed gives the same lengths and arrivals; each run draws its own token ids)")
@@ -137,11 +143,15 @@ void add_loadgen(CLI::App& app) {
     parse_range(a->gen_len, "--gen-len", cfg.gen_min, cfg.gen_max);
     cfg.seed = a->seed;
     cfg.shared_prefix = a->shared_prefix;
+    cfg.turns = a->turns;
     cfg.model = a->model;
     cfg.progress = !a->quiet && isatty(STDERR_FILENO);
     Loadgen lg(cfg);
-    std::fprintf(stderr, "loadgen: %s at %s, %d requests per run, prompts %s%d:%d, generations %d:%d tokens\n",
-                 lg.model().c_str(), a->url.c_str(), cfg.requests,
+    const std::string per_run = cfg.turns > 1 ? std::to_string(cfg.requests) + " conversations of " +
+                                                    std::to_string(cfg.turns) + " turns per run"
+                                              : std::to_string(cfg.requests) + " requests per run";
+    std::fprintf(stderr, "loadgen: %s at %s, %s, prompts %s%d:%d, generations %d:%d tokens\n", lg.model().c_str(),
+                 a->url.c_str(), per_run.c_str(),
                  cfg.shared_prefix > 0 ? (std::to_string(cfg.shared_prefix) + " shared + ").c_str() : "",
                  cfg.prompt_min, cfg.prompt_max, cfg.gen_min, cfg.gen_max);
     const auto runs = lg.run_all();

@@ -25,6 +25,8 @@ struct Result {
   bool ok = false;
   double start = 0, ttft = -1, end = 0;  // seconds: start from the run's start, the others from the request's
   int64_t in_tokens = 0, out_tokens = 0;
+  int64_t cached_tokens = -1;  // -1: the server did not say
+  int turn = 0;
   std::string error;
 };
 
@@ -32,19 +34,20 @@ double since(clock::time_point t0) {
   return std::chrono::duration<double>(clock::now() - t0).count();
 }
 
-Result send_one(const HttpEndpoint& ep, const std::string& model, const WorkItem& w,
-                clock::time_point run_start) {
+// One streaming completion; the reply's text goes to *text when it is given.
+Result send_one(const HttpEndpoint& ep, const std::string& model, const std::vector<int32_t>& prompt, int gen_len,
+                clock::time_point run_start, std::string* text = nullptr) {
   Result r;
   const json body = {{"model", model},
-                     {"prompt", w.prompt},
-                     {"max_tokens", w.gen_len},
+                     {"prompt", prompt},
+                     {"max_tokens", gen_len},
                      {"temperature", 0},
                      {"ignore_eos", true},
                      {"stream", true},
                      {"stream_options", {{"include_usage", true}}}};
   const auto t0 = clock::now();
   r.start = std::chrono::duration<double>(t0 - run_start).count();
-  r.in_tokens = static_cast<int64_t>(w.prompt.size());
+  r.in_tokens = static_cast<int64_t>(prompt.size());
   const HttpReply reply = http_post_sse(ep, "/v1/completions", body.dump(), [&](const std::string& data) {
     const StreamEvent ev = parse_stream_event(data);
     if (ev.done) return true;
@@ -53,8 +56,10 @@ Result send_one(const HttpEndpoint& ep, const std::string& model, const WorkItem
       return false;
     }
     if (r.ttft < 0 && ev.has_choice) r.ttft = since(t0);
+    if (text) *text += ev.text;
     if (ev.completion_tokens) r.out_tokens = *ev.completion_tokens;
     if (ev.prompt_tokens) r.in_tokens = *ev.prompt_tokens;
+    if (ev.cached_tokens) r.cached_tokens = *ev.cached_tokens;
     return true;
   });
   r.end = since(t0);
@@ -67,6 +72,53 @@ Result send_one(const HttpEndpoint& ep, const std::string& model, const WorkItem
   }
   r.ok = r.error.empty() && r.ttft >= 0;
   return r;
+}
+
+// The ids the server's tokenizer gives `text` (no special tokens added); throws sy::Error.
+std::vector<int32_t> tokenize(const HttpEndpoint& ep, const std::string& model, const std::string& text) {
+  const json body = {{"model", model}, {"content", text}, {"add_special", false}};
+  const HttpReply reply = http_post(ep, "/tokenize", body.dump());
+  if (reply.status != 200) {
+    throw Error("POST /tokenize: " +
+                (reply.status ? "HTTP " + std::to_string(reply.status) + ": " + error_message_of(reply.body)
+                              : reply.error) +
+                " (--turns needs it to send a reply back as tokens; switchyard, llama.cpp and vLLM serve it)");
+  }
+  return parse_tokenize_reply(reply.body);
+}
+
+// Every turn of conversation i, one after the other, into results[i * turns + turn].
+void converse(const HttpEndpoint& ep, const std::string& model, const WorkItem& w, int turns,
+              clock::time_point run_start, Result* results, std::atomic<int>& finished) {
+  std::vector<int32_t> prompt = w.prompt;
+  int gen_len = w.gen_len;
+  for (int t = 0; t < turns; ++t) {
+    std::string reply;
+    results[t] = send_one(ep, model, prompt, gen_len, run_start, t + 1 < turns ? &reply : nullptr);
+    results[t].turn = t;
+    finished++;
+    if (t + 1 == turns) return;
+    std::string failed = results[t].ok ? "" : "an earlier turn of its conversation failed";
+    if (failed.empty()) {
+      try {
+        const std::vector<int32_t> ids = tokenize(ep, model, reply);
+        prompt.insert(prompt.end(), ids.begin(), ids.end());
+      } catch (const Error& e) {
+        failed = e.what();
+      }
+    }
+    if (!failed.empty()) {
+      for (int u = t + 1; u < turns; ++u) {
+        results[u].error = failed;
+        results[u].turn = u;
+        finished++;
+      }
+      return;
+    }
+    const WorkItem::FollowUp& next = w.follow_ups[static_cast<size_t>(t)];
+    prompt.insert(prompt.end(), next.tokens.begin(), next.tokens.end());
+    gen_len = next.gen_len;
+  }
 }
 
 std::string fmt(const char* f, double v) {
@@ -96,6 +148,16 @@ std::vector<WorkItem> make_workload(const LoadgenConfig& cfg, int32_t n_vocab, d
     w.prompt.resize(prefix.size() + static_cast<size_t>(plen(rng)));
     for (size_t i = prefix.size(); i < w.prompt.size(); ++i) w.prompt[i] = tok(tokens);
     w.gen_len = glen(rng);
+  }
+  // Later turns from streams of their own, so that the first turns do not depend on them.
+  std::mt19937_64 follow_lengths(cfg.seed ^ 0xD1B54A32D192ED03ull), follow_tokens(tokens());
+  for (auto& w : items) {
+    w.follow_ups.resize(static_cast<size_t>(std::max(0, cfg.turns - 1)));
+    for (auto& f : w.follow_ups) {
+      f.tokens.resize(static_cast<size_t>(plen(follow_lengths)));
+      for (auto& t : f.tokens) t = tok(follow_tokens);
+      f.gen_len = glen(follow_lengths);
+    }
   }
   // Arrival times from their own stream, so the prompts do not depend on the rate.
   std::mt19937_64 arrivals(cfg.seed ^ 0x9E3779B97F4A7C15ull);
@@ -148,6 +210,7 @@ Loadgen::Loadgen(LoadgenConfig cfg) : cfg_(std::move(cfg)) {
   if (cfg_.gen_min < 1 || cfg_.gen_max < cfg_.gen_min)
     throw Error("--gen-len: expected MIN:MAX with 1 <= MIN <= MAX");
   if (cfg_.shared_prefix < 0) throw Error("--shared-prefix: expected a number of tokens >= 0");
+  if (cfg_.turns < 1) throw Error("--turns must be at least 1");
   const HttpReply r = http_get(cfg_.endpoint, "/v1/models");
   if (r.status != 200) {
     throw Error("cannot list the models at http://" + cfg_.endpoint.host + ":" +
@@ -161,20 +224,24 @@ Loadgen::Loadgen(LoadgenConfig cfg) : cfg_(std::move(cfg)) {
 
 RunReport Loadgen::run(const std::string& label, double rate, int concurrency) {
   const std::vector<WorkItem> items = make_workload(cfg_, n_vocab_, concurrency > 0 ? 0.0 : rate, runs_started_++);
-  std::vector<Result> results(items.size());
+  const int turns = cfg_.turns;
+  std::vector<Result> results(items.size() * static_cast<size_t>(turns));
   std::atomic<int> finished{0};
   const auto start = clock::now();
+  auto converse_item = [&](size_t i) {
+    converse(cfg_.endpoint, model_, items[i], turns, start, &results[i * static_cast<size_t>(turns)], finished);
+  };
 
   std::atomic<bool> stop_progress{false};
   std::thread progress;
   if (cfg_.progress) {
     progress = std::thread([&] {
       while (!stop_progress) {
-        std::fprintf(stderr, "\r  %s: %d/%zu done ", label.c_str(), finished.load(), items.size());
+        std::fprintf(stderr, "\r  %s: %d/%zu done ", label.c_str(), finished.load(), results.size());
         for (int i = 0; i < 10 && !stop_progress; ++i)
           std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
-      std::fprintf(stderr, "\r  %s: %d/%zu done\n", label.c_str(), finished.load(), items.size());
+      std::fprintf(stderr, "\r  %s: %d/%zu done\n", label.c_str(), finished.load(), results.size());
     });
   }
   // Closed loop: when the first client found no request left (the end of the steady part).
@@ -184,10 +251,7 @@ RunReport Loadgen::run(const std::string& label, double rate, int concurrency) {
     std::vector<std::thread> clients;
     for (int c = 0; c < concurrency; ++c) {
       clients.emplace_back([&] {
-        for (size_t i; (i = next++) < items.size();) {
-          results[i] = send_one(cfg_.endpoint, model_, items[i], start);
-          finished++;
-        }
+        for (size_t i; (i = next++) < items.size();) converse_item(i);
         const double t = since(start);
         for (double cur = exhausted.load(); t < cur && !exhausted.compare_exchange_weak(cur, t);) {
         }
@@ -200,10 +264,7 @@ RunReport Loadgen::run(const std::string& label, double rate, int concurrency) {
     for (size_t i = 0; i < items.size(); ++i) {
       std::this_thread::sleep_until(start + std::chrono::duration_cast<clock::duration>(
                                                 std::chrono::duration<double>(items[i].arrival)));
-      clients.emplace_back([&, i] {
-        results[i] = send_one(cfg_.endpoint, model_, items[i], start);
-        finished++;
-      });
+      clients.emplace_back([&, i] { converse_item(i); });
     }
     for (auto& t : clients) t.join();
   }
@@ -215,8 +276,8 @@ RunReport Loadgen::run(const std::string& label, double rate, int concurrency) {
   rep.name = label;  // run_all() keeps the name without the round
   rep.rate = concurrency > 0 ? 0 : rate;
   rep.concurrency = concurrency;
-  rep.requests = static_cast<int>(items.size());
-  std::vector<double> ttft, tpot, e2e;
+  rep.requests = static_cast<int>(results.size());
+  std::vector<double> ttft, tpot, e2e, ttft_later;
   std::vector<RequestTiming> timings;
   int64_t out_tokens = 0, in_tokens = 0;
   double last_end = 0;
@@ -231,11 +292,14 @@ RunReport Loadgen::run(const std::string& label, double rate, int concurrency) {
     timings.push_back({r.start, r.ttft, r.end, r.out_tokens});
     out_tokens += r.out_tokens;
     in_tokens += r.in_tokens;
+    if (r.cached_tokens >= 0) rep.cached_prompt_tokens = std::max<int64_t>(rep.cached_prompt_tokens, 0) + r.cached_tokens;
     ttft.push_back(r.ttft * 1e3);
+    if (r.turn > 0) ttft_later.push_back(r.ttft * 1e3);
     e2e.push_back(r.end);
     if (r.out_tokens > 1) tpot.push_back((r.end - r.ttft) * 1e3 / static_cast<double>(r.out_tokens - 1));
   }
   rep.duration_s = last_end;
+  rep.prompt_tokens = in_tokens;
   if (last_end > 0) {
     rep.requests_per_s = rep.completed / last_end;
     rep.output_tokens_per_s = static_cast<double>(out_tokens) / last_end;
@@ -248,6 +312,7 @@ RunReport Loadgen::run(const std::string& label, double rate, int concurrency) {
   rep.ttft_ms = summarize(ttft);
   rep.tpot_ms = summarize(tpot);
   rep.e2e_s = summarize(e2e);
+  rep.ttft_follow_up_ms = summarize(ttft_later);
   return rep;
 }
 
@@ -328,6 +393,19 @@ std::string Loadgen::table(const std::vector<RunReport>& runs) {
                   r.label.c_str(), r.completed, r.failed, r.requests_per_s, r.output_tokens_per_s, ratio.c_str(),
                   steady_rate.c_str(), steady_ratio.c_str(), ttft.c_str(), tpot.c_str(), e2e.c_str());
     out += line;
+    const bool later_turns = r.ttft_follow_up_ms.mean > 0;
+    if (later_turns || r.cached_prompt_tokens > 0) {
+      out += "  ";
+      if (later_turns) out += "later turns: TTFT p50/p90/p99 " + percentiles("%.0f", r.ttft_follow_up_ms) + " ms; ";
+      out += "prompt tokens served from the server's cache: ";
+      out += r.cached_prompt_tokens < 0 ? std::string("not reported")
+                                        : std::to_string(r.cached_prompt_tokens) + " of " +
+                                              std::to_string(r.prompt_tokens) + " (" +
+                                              fmt("%.1f", 100.0 * static_cast<double>(r.cached_prompt_tokens) /
+                                                              static_cast<double>(std::max<int64_t>(1, r.prompt_tokens))) +
+                                              "%)";
+      out += "\n";
+    }
     if (!r.first_error.empty()) out += "  first error: " + r.first_error + "\n";
   }
   const auto ratios = ratios_to_baseline(runs), steady = ratios_to_baseline(runs, true);
@@ -380,6 +458,9 @@ json Loadgen::report_json(const std::vector<RunReport>& runs) const {
       j["steady_output_tokens_per_s"] = r.steady_output_tokens_per_s;
       if (const auto q = ratio_to_baseline(runs, r, true)) j["steady_output_tokens_per_s_vs_baseline"] = *q;
     }
+    j["prompt_tokens"] = r.prompt_tokens;
+    if (r.cached_prompt_tokens >= 0) j["cached_prompt_tokens"] = r.cached_prompt_tokens;
+    if (cfg_.turns > 1) j["ttft_ms_later_turns"] = sum(r.ttft_follow_up_ms);
     if (!r.first_error.empty()) j["first_error"] = r.first_error;
     arr.push_back(j);
   }
@@ -390,6 +471,7 @@ json Loadgen::report_json(const std::vector<RunReport>& runs) const {
           {"prompt_len", {cfg_.prompt_min, cfg_.prompt_max}},
           {"gen_len", {cfg_.gen_min, cfg_.gen_max}},
           {"shared_prefix", cfg_.shared_prefix},
+          {"turns", cfg_.turns},
           {"seed", cfg_.seed},
           {"rounds", cfg_.rounds},
           {"runs", arr},

@@ -3,6 +3,11 @@
 // lengths are uniform in their ranges. Every request is a real streaming
 // /v1/completions call (random token-id prompts, ignore_eos so each generates exactly its
 // length); the client times the first token and the end.
+//
+// With several turns per conversation, each later turn sends the conversation so far: the
+// last prompt, the last reply as the server's /tokenize gives it back, then new tokens
+// (the user's next message). That is what a chat client sends, and what a prefix cache
+// saves on.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +30,8 @@ struct LoadgenConfig {
   // that each round's ratios against its own baseline are taken minutes apart at most:
   // on a shared machine the bandwidth drifts between runs.
   int rounds = 1;
-  int requests = 100;
+  int requests = 100;  // conversations per run (requests, with one turn each)
+  int turns = 1;       // requests per conversation, each sent when the last one's reply is in
   int prompt_min = 32, prompt_max = 256;
   int gen_min = 32, gen_max = 128;
   // Tokens every prompt starts with (a system prompt shared by all requests), before its
@@ -40,6 +46,13 @@ struct WorkItem {
   double arrival = 0;  // seconds after the run starts
   std::vector<int32_t> prompt;
   int gen_len = 0;
+  // Turns 2, 3, ... of the conversation: the tokens the user adds after the last reply,
+  // and the length of the next reply.
+  struct FollowUp {
+    std::vector<int32_t> tokens;
+    int gen_len = 0;
+  };
+  std::vector<FollowUp> follow_ups;
 };
 
 struct Summary {
@@ -52,7 +65,7 @@ struct RunReport {
   int round = 0;         // 0-based
   double rate = 0;      // requests/s offered (0: closed loop)
   int concurrency = 0;  // closed loop clients (0: open loop)
-  int requests = 0, completed = 0, failed = 0;
+  int requests = 0, completed = 0, failed = 0;  // HTTP requests: conversations x turns
   double duration_s = 0;
   double requests_per_s = 0, output_tokens_per_s = 0, input_tokens_per_s = 0;
   // Closed loop: output tokens/s while all clients had a request in flight, from the start
@@ -61,6 +74,10 @@ struct RunReport {
   // asked for. Open loop: 0.
   double steady_window_s = 0, steady_output_tokens_per_s = 0;
   Summary ttft_ms, tpot_ms, e2e_s;
+  Summary ttft_follow_up_ms;  // turns after the first of a conversation (none with one turn)
+  // Prompt tokens of the completed requests, and how many of them the server reported as
+  // served from its prompt cache (usage.prompt_tokens_details.cached_tokens; -1: it did not say).
+  int64_t prompt_tokens = 0, cached_prompt_tokens = -1;
   std::string first_error;
 };
 
@@ -79,7 +96,8 @@ double tokens_received_by(const std::vector<RequestTiming>& requests, double t);
 // The workload of the run-th run (0-based) of an invocation at a rate. The same seed gives
 // the same prompt and generation lengths, and the same arrivals at the same rate, in every
 // run; the token ids (shared prefix included) are drawn afresh for each run, so that no run
-// finds its prompts in a server's prefix cache, left there by the runs before it.
+// finds its prompts in a server's prefix cache, left there by the runs before it. The first
+// turns are the same whatever the number of turns.
 std::vector<WorkItem> make_workload(const LoadgenConfig& cfg, int32_t n_vocab, double rate, int run = 0);
 Summary summarize(std::vector<double> v);
 

@@ -51,11 +51,35 @@ StreamEvent parse_stream_event(const std::string& data) {
   ev.error = error_in(j);
   const json* choices = field(j, "choices");
   ev.has_choice = choices && choices->is_array() && !choices->empty();
+  if (ev.has_choice && (*choices)[0].is_object()) {
+    const json& c = (*choices)[0];
+    ev.text = string_field(c, "text");
+    if (const json* delta = field(c, "delta")) ev.text += string_field(*delta, "content");
+  }
   if (const json* usage = field(j, "usage")) {
     ev.completion_tokens = int_field(*usage, "completion_tokens");
     ev.prompt_tokens = int_field(*usage, "prompt_tokens");
+    if (const json* details = field(*usage, "prompt_tokens_details"))
+      ev.cached_tokens = int_field(*details, "cached_tokens");
   }
   return ev;
+}
+
+std::vector<int32_t> parse_tokenize_reply(const std::string& body) {
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const json* tokens = j.is_object() ? field(j, "tokens") : nullptr;
+  if (!tokens || !tokens->is_array()) {
+    throw Error("the /tokenize reply has no \"tokens\" array: " + body.substr(0, 80));
+  }
+  std::vector<int32_t> ids;
+  ids.reserve(tokens->size());
+  for (const json& t : *tokens) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      throw Error("the /tokenize reply holds something other than token ids: " + t.dump().substr(0, 40));
+    }
+    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return ids;
 }
 
 std::string error_message_of(const std::string& body) {

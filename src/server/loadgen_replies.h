@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace sy {
 
@@ -14,11 +15,16 @@ struct StreamEvent {
   bool done = false;        // the "[DONE]" sentinel
   std::string error;        // not JSON, or an error event: what to report
   bool has_choice = false;  // carries a choice (the first such event is the first token)
+  std::string text;         // the choice's text (completions) or delta content (chat)
   std::optional<int64_t> completion_tokens, prompt_tokens;  // from "usage", when given
+  std::optional<int64_t> cached_tokens;  // usage.prompt_tokens_details.cached_tokens, when given
 };
 
 // The payload of one "data:" line.
 StreamEvent parse_stream_event(const std::string& data);
+
+// The ids of a /tokenize reply ({"tokens": [ids]}); throws sy::Error naming what is wrong.
+std::vector<int32_t> parse_tokenize_reply(const std::string& body);
 
 // The message of an error reply ({"error": {"message": ...}}), else the start of the body.
 std::string error_message_of(const std::string& body);

@@ -23,6 +23,13 @@ TEST(LoadgenReplies, StreamEvents) {
   EXPECT_EQ(usage.completion_tokens, 64);
   EXPECT_EQ(usage.prompt_tokens, 12);
 
+  EXPECT_EQ(text.text, " the");
+  EXPECT_EQ(parse_stream_event(R"({"choices":[{"index":0,"delta":{"content":"Hi"}}]})").text, "Hi");
+  const StreamEvent cached = parse_stream_event(
+      R"({"choices":[],"usage":{"prompt_tokens":40,"completion_tokens":8,"prompt_tokens_details":{"cached_tokens":32}}})");
+  EXPECT_EQ(cached.cached_tokens, 32);
+  EXPECT_FALSE(usage.cached_tokens);
+
   EXPECT_EQ(parse_stream_event(R"({"error":{"message":"overloaded"}})").error, "overloaded");
   EXPECT_EQ(parse_stream_event(R"({"error":"plain text"})").error, "plain text");
   EXPECT_EQ(parse_stream_event(R"({"error":{"code":5}})").error, "error event");
@@ -37,6 +44,15 @@ TEST(LoadgenReplies, StreamEvents) {
   EXPECT_FALSE(odd.completion_tokens);
   EXPECT_FALSE(odd.prompt_tokens);
   EXPECT_FALSE(parse_stream_event(R"({"usage":"none"})").completion_tokens);
+}
+
+TEST(LoadgenReplies, TokenizeReplies) {
+  EXPECT_EQ(parse_tokenize_reply(R"({"tokens":[1,20,300],"count":3})"), (std::vector<int32_t>{1, 20, 300}));
+  EXPECT_TRUE(parse_tokenize_reply(R"({"tokens":[]})").empty());
+  for (const char* bad : {"<html>", R"({"ids":[1]})", R"({"tokens":[{"id":1,"piece":"a"}]})", R"({"tokens":[-1]})",
+                          R"({"tokens":[1e12]})"}) {
+    EXPECT_THROW(parse_tokenize_reply(bad), Error) << bad;
+  }
 }
 
 TEST(LoadgenReplies, ErrorBodies) {

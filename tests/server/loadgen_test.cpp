@@ -93,6 +93,31 @@ TEST(LoadgenWorkload, SharedPrefixLeadsEveryPromptOfARun) {
   }
 }
 
+// Later turns come from streams of their own: a run's first turns are the same whatever
+// the number of turns.
+TEST(LoadgenWorkload, FollowUpsLeaveTheFirstTurnsAsTheyWere) {
+  LoadgenConfig c = workload_config();
+  c.requests = 50;
+  const auto one = make_workload(c, 1000, 1.0);
+  c.turns = 3;
+  const auto three = make_workload(c, 1000, 1.0);
+  ASSERT_EQ(three.size(), one.size());
+  for (size_t i = 0; i < one.size(); ++i) {
+    EXPECT_TRUE(one[i].follow_ups.empty());
+    EXPECT_EQ(three[i].prompt, one[i].prompt);
+    EXPECT_EQ(three[i].gen_len, one[i].gen_len);
+    EXPECT_EQ(three[i].arrival, one[i].arrival);
+    ASSERT_EQ(three[i].follow_ups.size(), 2u);
+    for (const auto& f : three[i].follow_ups) {
+      EXPECT_GE(f.tokens.size(), 5u);
+      EXPECT_LE(f.tokens.size(), 9u);
+      EXPECT_GE(f.gen_len, 2);
+      EXPECT_LE(f.gen_len, 4);
+    }
+  }
+  EXPECT_NE(three[0].follow_ups[0].tokens, three[0].follow_ups[1].tokens);
+}
+
 TEST(LoadgenSummary, PercentilesInterpolateLikeNumpy) {
   std::vector<double> v(10);
   std::iota(v.begin(), v.end(), 1.0);  // 1..10, shuffled order must not matter
@@ -197,6 +222,49 @@ TEST(Loadgen, RoundsOfBaselineClosedAndOpenLoopAgainstTheServer) {
   EXPECT_NE(Loadgen::table(runs).find("x base over 2 rounds"), std::string::npos);
 }
 
+// Conversations: each later turn sends the last prompt, the reply as /tokenize gives it
+// back, and new tokens; the server finds the earlier turns in its prefix cache and says so.
+TEST(Loadgen, ConversationsSendTheRepliesBackAndFindThemCached) {
+  EngineConfig ec;
+  ec.parallel = 2;
+  ec.ctx_size = 128;
+  test::TestServer srv(ec);
+  LoadgenConfig c;
+  c.endpoint = srv.endpoint();
+  c.concurrency = {2};
+  c.requests = 3;
+  c.turns = 3;
+  c.prompt_min = 4;
+  c.prompt_max = 8;
+  c.gen_min = 6;
+  c.gen_max = 10;
+  c.progress = false;
+  Loadgen lg(c);
+  const auto runs = lg.run_all();
+  ASSERT_EQ(runs.size(), 1u);
+  const RunReport& r = runs[0];
+  EXPECT_EQ(r.requests, 9);
+  EXPECT_EQ(r.completed, 9);
+  EXPECT_EQ(r.failed, 0) << r.first_error;
+  // Each conversation's prompts: turn 1 alone, then what came before, plus the reply and new
+  // tokens. The first turns' lengths are known, so the later ones must be longer.
+  int64_t first_turns = 0, follow_up_min = 0;
+  for (const auto& w : make_workload(c, static_cast<int32_t>(test::tiny_model().hparams().n_vocab), 0)) {
+    first_turns += static_cast<int64_t>(w.prompt.size());
+    follow_up_min += 2 * static_cast<int64_t>(w.prompt.size()) + static_cast<int64_t>(w.follow_ups[0].tokens.size());
+  }
+  EXPECT_GT(r.prompt_tokens, first_turns + follow_up_min);
+  // At least the earlier prompts of every later turn are reused (whole blocks and copied rows).
+  EXPECT_GE(r.cached_prompt_tokens, follow_up_min);
+  EXPECT_LT(r.cached_prompt_tokens, r.prompt_tokens);
+  EXPECT_GT(r.ttft_follow_up_ms.p50, 0.0);
+  const auto j = lg.report_json(runs);
+  EXPECT_EQ(j["turns"], 3);
+  EXPECT_EQ(j["runs"][0]["cached_prompt_tokens"].get<int64_t>(), r.cached_prompt_tokens);
+  EXPECT_TRUE(j["runs"][0].contains("ttft_ms_later_turns"));
+  EXPECT_NE(Loadgen::table(runs).find("later turns: TTFT"), std::string::npos);
+}
+
 TEST(Loadgen, ClearErrorsForBadSettingsAndNoServer) {
   LoadgenConfig c;
   c.endpoint.port = 1;  // nothing listens there
@@ -208,6 +276,9 @@ TEST(Loadgen, ClearErrorsForBadSettingsAndNoServer) {
     EXPECT_NE(std::string(e.what()).find("--rounds"), std::string::npos) << e.what();
   }
   c.rounds = 1;
+  c.turns = 0;
+  EXPECT_THROW(Loadgen{c}, Error);
+  c.turns = 1;
   c.endpoint.timeout_s = 5;
   try {
     Loadgen lg(c);
