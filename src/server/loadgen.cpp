@@ -292,7 +292,9 @@ RunReport Loadgen::run(const std::string& label, double rate, int concurrency) {
     timings.push_back({r.start, r.ttft, r.end, r.out_tokens});
     out_tokens += r.out_tokens;
     in_tokens += r.in_tokens;
-    if (r.cached_tokens >= 0) rep.cached_prompt_tokens = std::max<int64_t>(rep.cached_prompt_tokens, 0) + r.cached_tokens;
+    if (r.cached_tokens >= 0) {
+      rep.cached_prompt_tokens = std::max<int64_t>(rep.cached_prompt_tokens, 0) + r.cached_tokens;
+    }
     ttft.push_back(r.ttft * 1e3);
     if (r.turn > 0) ttft_later.push_back(r.ttft * 1e3);
     e2e.push_back(r.end);
@@ -398,13 +400,13 @@ std::string Loadgen::table(const std::vector<RunReport>& runs) {
       out += "  ";
       if (later_turns) out += "later turns: TTFT p50/p90/p99 " + percentiles("%.0f", r.ttft_follow_up_ms) + " ms; ";
       out += "prompt tokens served from the server's cache: ";
-      out += r.cached_prompt_tokens < 0 ? std::string("not reported")
-                                        : std::to_string(r.cached_prompt_tokens) + " of " +
-                                              std::to_string(r.prompt_tokens) + " (" +
-                                              fmt("%.1f", 100.0 * static_cast<double>(r.cached_prompt_tokens) /
-                                                              static_cast<double>(std::max<int64_t>(1, r.prompt_tokens))) +
-                                              "%)";
-      out += "\n";
+      if (r.cached_prompt_tokens < 0) {
+        out += "not reported\n";
+      } else {
+        const double share = static_cast<double>(r.cached_prompt_tokens) / std::max<double>(1, r.prompt_tokens);
+        out += std::to_string(r.cached_prompt_tokens) + " of " + std::to_string(r.prompt_tokens) + " (" +
+               fmt("%.1f", 100 * share) + "%)\n";
+      }
     }
     if (!r.first_error.empty()) out += "  first error: " + r.first_error + "\n";
   }

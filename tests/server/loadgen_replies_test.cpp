@@ -26,7 +26,8 @@ TEST(LoadgenReplies, StreamEvents) {
   EXPECT_EQ(text.text, " the");
   EXPECT_EQ(parse_stream_event(R"({"choices":[{"index":0,"delta":{"content":"Hi"}}]})").text, "Hi");
   const StreamEvent cached = parse_stream_event(
-      R"({"choices":[],"usage":{"prompt_tokens":40,"completion_tokens":8,"prompt_tokens_details":{"cached_tokens":32}}})");
+      R"({"choices":[],"usage":{"prompt_tokens":40,"completion_tokens":8,)"
+      R"("prompt_tokens_details":{"cached_tokens":32}}})");
   EXPECT_EQ(cached.cached_tokens, 32);
   EXPECT_FALSE(usage.cached_tokens);
 

@@ -24,6 +24,27 @@ LoadgenConfig workload_config() {
   return c;
 }
 
+EngineConfig engine_config(int parallel, int ctx_size) {
+  EngineConfig ec;
+  ec.parallel = parallel;
+  ec.ctx_size = ctx_size;
+  return ec;
+}
+
+// Small runs against a test server: `requests` per run, lengths in the ranges given.
+LoadgenConfig run_config(const test::TestServer& srv, int requests, int prompt_min, int prompt_max, int gen_min,
+                         int gen_max) {
+  LoadgenConfig c;
+  c.endpoint = srv.endpoint();
+  c.requests = requests;
+  c.prompt_min = prompt_min;
+  c.prompt_max = prompt_max;
+  c.gen_min = gen_min;
+  c.gen_max = gen_max;
+  c.progress = false;
+  return c;
+}
+
 TEST(LoadgenWorkload, LengthsInRangeAndPoissonArrivals) {
   const LoadgenConfig c = workload_config();
   const double rate = 4.0;
@@ -145,22 +166,12 @@ TEST(LoadgenSteady, CountsTheTokensReceivedByATime) {
 }
 
 TEST(Loadgen, RoundsOfBaselineClosedAndOpenLoopAgainstTheServer) {
-  EngineConfig ec;
-  ec.parallel = 4;
-  ec.ctx_size = 64;
-  test::TestServer srv(ec);
-  LoadgenConfig c;
-  c.endpoint = srv.endpoint();
+  test::TestServer srv(engine_config(4, 64));
+  LoadgenConfig c = run_config(srv, 5, 3, 8, 2, 5);
   c.baseline = true;
   c.concurrency = {3};
   c.rates = {INFINITY};
-  c.requests = 5;
-  c.prompt_min = 3;
-  c.prompt_max = 8;
-  c.gen_min = 2;
-  c.gen_max = 5;
   c.rounds = 2;
-  c.progress = false;
   Loadgen lg(c);
   EXPECT_EQ(lg.model(), "tiny");
   const auto runs = lg.run_all();
@@ -225,20 +236,10 @@ TEST(Loadgen, RoundsOfBaselineClosedAndOpenLoopAgainstTheServer) {
 // Conversations: each later turn sends the last prompt, the reply as /tokenize gives it
 // back, and new tokens; the server finds the earlier turns in its prefix cache and says so.
 TEST(Loadgen, ConversationsSendTheRepliesBackAndFindThemCached) {
-  EngineConfig ec;
-  ec.parallel = 2;
-  ec.ctx_size = 128;
-  test::TestServer srv(ec);
-  LoadgenConfig c;
-  c.endpoint = srv.endpoint();
+  test::TestServer srv(engine_config(2, 128));
+  LoadgenConfig c = run_config(srv, 3, 4, 8, 6, 10);
   c.concurrency = {2};
-  c.requests = 3;
   c.turns = 3;
-  c.prompt_min = 4;
-  c.prompt_max = 8;
-  c.gen_min = 6;
-  c.gen_max = 10;
-  c.progress = false;
   Loadgen lg(c);
   const auto runs = lg.run_all();
   ASSERT_EQ(runs.size(), 1u);
