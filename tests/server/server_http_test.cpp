@@ -624,6 +624,38 @@ TEST_F(ServerHttp, ClientThatHangsUpMidStreamFreesItsKvBlocks) {
   EXPECT_EQ(srv_->metric("switchyard_requests_finished_total{reason=\"cancelled\"}"), cancelled0 + 1);
 }
 
+// Conversations side by side on a pool too small to keep them all: cached blocks are
+// evicted, partly filled ones copied, sequences preempted, and every reply is the one a
+// server that reuses nothing gives.
+TEST(ServerConversations, RepliesAreThoseOfAServerThatReusesNothing) {
+  EngineConfig ec;
+  ec.parallel = 4;
+  ec.ctx_size = 256;
+  ec.kv_tokens = 256;  // one full context for four conversations
+  TestServer cached(ec);
+  ec.prefix_reuse = false;
+  ec.kv_tokens = 0;
+  TestServer plain(ec);
+  const char* starts[] = {"And it came to pass", "In the beginning", "The LORD is my shepherd", "Blessed is the man"};
+  auto converse = [](const TestServer& srv, const std::string& start, std::vector<std::string>& replies) {
+    std::string text = start;
+    for (int turn = 0; turn < 4; ++turn) {
+      const json body = {{"model", "tiny"}, {"prompt", text}, {"max_tokens", 20}, {"temperature", 0}};
+      const HttpReply r = http_post(srv.endpoint(), "/v1/completions", body.dump());
+      ASSERT_EQ(r.status, 200) << r.body;
+      replies.push_back(json::parse(r.body)["choices"][0]["text"].get<std::string>());
+      text += replies.back() + " And then";
+    }
+  };
+  std::vector<std::vector<std::string>> got(4), want(4);
+  std::vector<std::thread> threads;
+  for (size_t c = 0; c < 4; ++c) threads.emplace_back([&, c] { converse(cached, starts[c], got[c]); });
+  for (auto& t : threads) t.join();
+  for (size_t c = 0; c < 4; ++c) converse(plain, starts[c], want[c]);
+  for (size_t c = 0; c < 4; ++c) EXPECT_EQ(got[c], want[c]) << starts[c];
+  EXPECT_GT(cached.metric("switchyard_prefix_reused_tokens_total"), 100);
+}
+
 // What an evaluation harness does through the API: score windows of the validation text
 // (echo + logprobs, max_tokens 0) and take llama-perplexity's half-window NLL. It must be
 // the perplexity tool's (which matches llama.cpp's recorded figure, tests/runtime).
