@@ -87,7 +87,8 @@ std::vector<int32_t> tokenize(const HttpEndpoint& ep, const std::string& model, 
   return parse_tokenize_reply(reply.body);
 }
 
-// Every turn of conversation i, one after the other, into results[i * turns + turn].
+// Every turn of one conversation, one after the other, into results[turn]. A turn that
+// cannot be sent (an earlier one failed, or /tokenize did not answer) fails with the reason.
 void converse(const HttpEndpoint& ep, const std::string& model, const WorkItem& w, int turns,
               clock::time_point run_start, Result* results, std::atomic<int>& finished) {
   std::vector<int32_t> prompt = w.prompt;
