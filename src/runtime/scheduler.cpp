@@ -61,9 +61,9 @@ void Scheduler::release(Sequence& s, bool written) {
 }
 
 void Scheduler::index_blocks(Sequence& s) {
-  // Full blocks whose K/V earlier steps wrote; a chain broken by a collision stays broken.
+  // Full blocks whose K/V earlier steps wrote.
   const int64_t bs = cache_.block_size();
-  while ((s.n_indexed + 1) * bs <= s.n_ready && (s.n_indexed == 0 || s.index_tail != 0)) {
+  while ((s.n_indexed + 1) * bs <= s.n_ready && s.index_chain_intact()) {
     s.index_tail = index_->add(cache_.block(s.slot, s.n_indexed), s.index_tail, s.tokens.data() + s.n_indexed * bs);
     s.n_indexed++;
   }
@@ -72,7 +72,7 @@ void Scheduler::index_blocks(Sequence& s) {
 void Scheduler::index_partial_block(Sequence& s) {
   const int64_t first = s.n_indexed * cache_.block_size();
   const int64_t rows = s.n_ready - first;
-  if (rows <= 0 || rows >= cache_.block_size() || (s.n_indexed > 0 && s.index_tail == 0)) return;
+  if (rows <= 0 || rows >= cache_.block_size() || !s.index_chain_intact()) return;
   index_->add_tail(cache_.block(s.slot, s.n_indexed), s.index_tail, s.tokens.data() + first, rows);
 }
 
@@ -155,13 +155,15 @@ bool Scheduler::try_admit(int64_t& budget, StepPlan& plan) {
   // With nothing running, the head may use the whole pool (it always fits: requests are
   // checked against the context size, and the pool holds at least one full context).
   const int64_t keep = running_.empty() ? 0 : cfg_.watermark_blocks;
-  if (copy.rows > 0 && cache_.attach_cost(match_.blocks, n, copy) + keep > cache_.free_blocks()) {
+  int64_t cost = cache_.attach_cost(match_.blocks, n, copy);
+  if (copy.rows > 0 && cost + keep > cache_.free_blocks()) {
     // Holding the copied block while the pool is drawn on takes one block more: compute
     // those rows instead, so that the head of the queue always fits an empty pool.
     reused -= copy.rows;
     copy = {};
+    cost = cache_.attach_cost(match_.blocks, n);
   }
-  if (cache_.attach_cost(match_.blocks, n) + keep > cache_.free_blocks()) return false;
+  if (cost + keep > cache_.free_blocks()) return false;
   const int slot = free_slots_.back();
   if (!cache_.attach(slot, match_.blocks, n, copy)) return false;
   free_slots_.pop_back();

@@ -55,6 +55,8 @@ struct Sequence {
   bool done = false;
   int64_t n_indexed = 0;    // leading blocks of its table found in the prefix index
   uint64_t index_tail = 0;  // the serial of the last of them
+  // A chain broken by a hash collision (serial 0) stays broken: nothing after it is indexed.
+  bool index_chain_intact() const { return n_indexed == 0 || index_tail != 0; }
 
   int64_t n_generated() const { return static_cast<int64_t>(tokens.size()) - n_prompt; }
   bool scores_prompt() const { return req->params().prompt_logprobs; }

@@ -150,7 +150,7 @@ std::string render_metrics(const EngineStatsData& e,
   w.metric("switchyard_kv_blocks_used", "gauge", "KV cache blocks held by running requests.",
            static_cast<double>(e.kv_blocks_used));
   w.metric("switchyard_kv_blocks_cached", "gauge",
-           "KV cache blocks of finished requests' prompt prefixes, kept for reuse until the pool needs them.",
+           "KV cache blocks no request holds, kept for prefix reuse until the pool needs them.",
            static_cast<double>(e.kv_blocks_cached));
   w.metric("switchyard_kv_block_size", "gauge", "Positions per KV cache block.",
            static_cast<double>(e.kv_block_size));
