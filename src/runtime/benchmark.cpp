@@ -3,32 +3,21 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <condition_variable>
-#include <fstream>
-#include <mutex>
-#include <numeric>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
 
 #include "base/job_profile.h"
-#include "experts/cache_use.h"
-#include "experts/direct_reader.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "kernels/cpu/packed.h"
 #include "kernels/cpu/dot.h"
-#include "kernels/cpu/stream_read.h"
+#include "kernels/cpu/packed.h"
 #include "model/forward.h"
+#include "runtime/bench_run.h"
 #include "runtime/sampler.h"
 
 namespace sy {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 std::vector<int32_t> random_tokens(int64_t n, int64_t n_vocab, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -119,7 +108,7 @@ double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int passes) {
   std::memset(buf.get(), 1, bytes);  // fault every page in before timing
   double best = 0;
   for (int i = 0; i < passes; ++i) {
-    const auto t0 = Clock::now();
+    const auto t0 = BenchClock::now();
     volatile uint64_t sink = cpu::stream_read(buf.get(), bytes, pool);
     (void)sink;
     best = std::max(best, bytes / seconds_since(t0) / 1e9);
@@ -127,60 +116,7 @@ double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int passes) {
   return best;
 }
 
-double measure_direct_read_bandwidth(const std::string& path, size_t bytes, int io_threads) {
-  const size_t chunk = size_t{4} << 20;
-  std::ifstream probe(path, std::ios::binary | std::ios::ate);
-  const size_t file = static_cast<size_t>(probe.tellg());
-  std::vector<FileRange> reads;
-  for (size_t off = 0; off + chunk <= std::min(bytes, file); off += chunk) reads.push_back({off, chunk});
-  return measure_direct_read_bandwidth(path, reads, io_threads);
-}
-
-double measure_direct_read_bandwidth(const std::string& path, const std::vector<FileRange>& reads, int io_threads) {
-  if (reads.empty()) return 0;
-  DirectReader reader(path, io_threads);
-  size_t longest = 0, total = 0;
-  for (const FileRange& r : reads) longest = std::max(longest, r.len), total += r.len;
-  WeightArena arena;
-  std::vector<uint8_t*> bufs;
-  for (int i = 0; i < io_threads; ++i) bufs.push_back(arena.allocate(DirectReader::span_bytes(longest), DirectReader::kAlign));
-  std::atomic<size_t> next{0};
-  std::mutex mu;
-  std::condition_variable cv;
-  int running = io_threads;
-  const auto t0 = Clock::now();
-  for (int i = 0; i < io_threads; ++i) {
-    reader.submit([&, i] {
-      for (size_t k; (k = next.fetch_add(1)) < reads.size();) reader.read(bufs[i], reads[k].offset, reads[k].len);
-      std::lock_guard<std::mutex> lock(mu);
-      if (--running == 0) cv.notify_all();
-    });
-  }
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return running == 0; });
-  return total / seconds_since(t0) / 1e9;
-}
-
 namespace {
-
-using Log = std::function<void(const std::string&)>;
-
-// What every part of a benchmark run reads.
-struct BenchRun {
-  const Model& model;
-  const BenchOptions& opt;
-  ThreadPool& pool;
-  const Log& log;
-  double bw = 0;                    // read bandwidth of all threads, GB/s
-  TieredExpertStore* tiered = nullptr;
-  double disk_bw = 0, disk_bw1 = 0;  // direct reads of the file: 4 streams, 1 stream
-  double disk_bw_experts = 0;        // the store's own reads: expert matrices in random order
-  std::vector<FileRange> expert_probe;  // those reads, probed again after the decode
-  // The dense weights a decode step streams, read again after every step (untimed) for
-  // the bandwidth alongside the steps; only when they are too large to sit in cache.
-  std::vector<cpu::ByteSpan> probe_spans;
-  bool probe_alongside = false;
-};
 
 json prefill_figures(const BenchRun& r) {
   const BenchOptions& opt = r.opt;
@@ -194,7 +130,7 @@ json prefill_figures(const BenchRun& r) {
   f.run(b, cache, logits);  // warm-up: page faults, buffers
   cache.release(0);
   f.reset_profile();
-  const auto t0 = Clock::now();
+  const auto t0 = BenchClock::now();
   f.run(b, cache, logits);
   const double s = seconds_since(t0);
   const double gflops = prefill_flops(r.model, opt.prompt) / s / 1e9;
@@ -204,88 +140,6 @@ json prefill_figures(const BenchRun& r) {
           {"time_split_ms", split_json(f.profile())}};
 }
 
-// The expert store's counters and its reader's, taken together.
-struct StoreCounters {
-  ExpertStoreStats store;
-  ReadStats io;
-};
-
-StoreCounters counters_of(const TieredExpertStore* t) { return t ? StoreCounters{t->stats(), t->read_stats()} : StoreCounters{}; }
-
-// Where the loads' time went: how much of the decode the disk had a read to serve, how
-// many reads it had at once, and what came before (the I/O queue) and after (the repack)
-// each read.
-json io_figures(const BenchRun& r, const ReadStats& before, const ReadStats& a, double pack_seconds, double tokens,
-                double seconds) {
-  const double reads = std::max<int64_t>(1, a.reads - before.reads), busy = a.busy_seconds - before.busy_seconds;
-  const double read_s = a.read_seconds - before.read_seconds;
-  const double queued = std::max<int64_t>(1, a.queued - before.queued);
-  const double queue_ms = 1e3 * (a.queue_seconds - before.queue_seconds) / queued;
-  r.log("    I/O: the disk had a read in flight " + std::to_string(100.0 * busy / seconds) + "% of the time, " +
-        std::to_string(busy > 0 ? read_s / busy : 0.0) + " at once on average then; a read took " +
-        std::to_string(1e3 * read_s / reads) + " ms after " + std::to_string(queue_ms) + " ms queued; repacking " +
-        std::to_string(1e3 * pack_seconds / tokens) + " ms per token" +
-        (pack_seconds > 0 ? " (a copy written by `switchyard pack` needs none)" : ""));
-  return {{"disk_busy_fraction", busy / seconds},
-          {"reads_in_flight_while_busy", busy > 0 ? read_s / busy : 0.0},
-          {"read_ms_mean", 1e3 * read_s / reads},
-          {"queue_ms_mean", queue_ms},
-          {"pack_ms_per_token", 1e3 * pack_seconds / tokens}};
-}
-
-// The expert cache's figures over `tokens` decoded in `seconds`, from the store's counters
-// before and after.
-json expert_cache_figures(const BenchRun& r, const StoreCounters& before_all, const StoreCounters& after, double tokens,
-                          double seconds) {
-  const ExpertStoreStats& before = before_all.store;
-  const ExpertStoreStats& a = after.store;
-  const ExpertCacheUse use = expert_cache_use(before, a);
-  const double pre = use.prefetched, read = use.bytes_read;
-  const double per_token = read / tokens;
-  // Tokens/s if every missed byte came at `gbps` and nothing else took time.
-  auto disk_bound = [&](double gbps) { return per_token > 0 ? gbps * 1e9 / per_token : 0.0; };
-  auto percent_of = [&](double bound) { return bound > 0 ? 100.0 * (tokens / seconds) / bound : 0.0; };
-  const double disk_bound_tps = disk_bound(r.disk_bw);
-  // The miss latency prefetching hid: of the used prefetches' load times (issue to ready),
-  // what the compute did not wait for.
-  const double pf_latency = a.prefetch_latency_seconds - before.prefetch_latency_seconds;
-  const double pf_hidden = pf_latency - (a.prefetch_wait_seconds - before.prefetch_wait_seconds);
-  const double pf_used = std::max(1.0, pre);
-  r.log("    expert cache: hit rate " + std::to_string(use.hit_rate()) + " (+" + std::to_string(use.prefetched_rate()) +
-        " prefetched), " + std::to_string(per_token / 1e6) + " MB read per token at " + std::to_string(read / seconds / 1e9) +
-        " GB/s (disk bound " + std::to_string(disk_bound_tps) + " tokens/s); prefetch: " +
-        std::to_string(1e3 * pf_hidden / pf_used) + " of " + std::to_string(1e3 * pf_latency / pf_used) +
-        " ms of load latency hidden per prefetched expert used");
-  json io = io_figures(r, before_all.io, after.io, a.pack_seconds - before.pack_seconds, tokens, seconds);
-  json out = {{"hit_rate", use.hit_rate()},
-            {"prefetched_rate", use.prefetched_rate()},
-            {"bytes_read_per_token", per_token},
-            {"read_gbps", read / seconds / 1e9},
-            {"disk_bound_tokens_per_s", disk_bound_tps},
-            {"percent_of_disk_bound", percent_of(disk_bound_tps)},
-            // The same against the one-stream rate, the yardstick the issue quotes.
-            {"percent_of_disk_bound_one_stream", percent_of(disk_bound(r.disk_bw1))},
-            // And against what the disk gives the store's own pattern of reads.
-            {"percent_of_disk_bound_expert_reads", percent_of(disk_bound(r.disk_bw_experts))},
-            {"prefetch_issued", use.prefetch_issued},
-            {"prefetch_used", static_cast<int64_t>(use.prefetched)},
-            // Of the experts prefetch loaded, the share the next layer used.
-            {"prefetch_accuracy", use.prefetch_accuracy()},
-            // Every expert read (on demand or by a prefetch) per expert needed: what an
-            // offline policy's miss rate compares with.
-            {"load_rate", use.load_rate()},
-            {"wait_seconds", use.wait_seconds},
-            // Time the compute waited for loads, and the I/O jobs' busy time summed over the
-            // I/O threads (loads overlap each other and compute).
-            {"wait_ms_per_token", 1e3 * use.wait_seconds / tokens},
-            {"io_busy_ms_per_token", 1e3 * (a.read_seconds - before.read_seconds) / tokens},
-            {"prefetch_latency_ms_per_use", 1e3 * pf_latency / pf_used},
-            {"prefetch_hidden_ms_per_use", 1e3 * pf_hidden / pf_used},
-            {"prefetch_hidden_ms_per_token", 1e3 * pf_hidden / tokens},
-            {"prefetch_hidden_fraction", pf_latency > 0 ? pf_hidden / pf_latency : 0.0}};
-  out.update(io);
-  return out;
-}
 
 // The job profile per step: a row per call site, as JSON and as a table in the log.
 json job_profile_figures(const JobProfile& p, int steps, const std::function<void(const std::string&)>& log) {
@@ -335,14 +189,14 @@ json decode_figures(const BenchRun& r, int B) {
   f.reset_profile();
   // The store's counters are read inside the timed window, so that the disk's busy time
   // is a share of it.
-  const auto t0 = Clock::now();
+  const auto t0 = BenchClock::now();
   const StoreCounters before = counters_of(r.tiered);
   std::vector<double> step_seconds, probe_gbps;
   double probe_seconds = 0;
   // Attached around the forward passes only, so the probe's reads are not among the jobs.
   JobProfile jobs(r.pool.size());
   for (int step = 0; step < opt.gen; ++step) {
-    const auto ts = Clock::now();
+    const auto ts = BenchClock::now();
     b.clear();
     for (int s = 0; s < B; ++s) b.add(next[s], opt.batch_prompt + step, s, true);
     if (opt.job_profile) {
@@ -358,7 +212,7 @@ json decode_figures(const BenchRun& r, int B) {
       active += static_cast<double>(st.active_experts);
     }
     if (r.probe_alongside) {
-      const auto tp = Clock::now();
+      const auto tp = BenchClock::now();
       size_t n = 0;
       volatile uint64_t sink = cpu::stream_read(r.probe_spans, r.pool, &n);
       (void)sink;
@@ -420,7 +274,7 @@ json gating_figures(const BenchRun& r) {
     st = moe.forward(x.data(), n, h.n_embd, router, rules, r.model.experts(), layer, mo, y.data(), h.n_embd, backend, r.pool);
     double best = 1e30;
     for (int rep = 0; rep < 3; ++rep) {
-      const auto t0 = Clock::now();
+      const auto t0 = BenchClock::now();
       st = moe.forward(x.data(), n, h.n_embd, router, rules, r.model.experts(), layer, mo, y.data(), h.n_embd, backend, r.pool);
       best = std::min(best, seconds_since(t0));
     }
@@ -442,29 +296,10 @@ json gating_figures(const BenchRun& r) {
   return moe;
 }
 
-// The disk's speed drifts within a minute as much as the memory's: the store's read
-// pattern is probed again after the decode, and each decode's share of the disk bound is
-// also given against the mean of the probes before and after it.
-void bracket_disk_bound(BenchRun& r, json& out) {
-  const double after = measure_direct_read_bandwidth(r.model.file().path(), r.expert_probe, r.tiered->io_threads());
-  const double mean = 0.5 * (r.disk_bw_experts + after);
-  out["expert_cache"]["disk_read_gbps_expert_reads_after"] = after;
-  r.log("  direct read after the decode: " + std::to_string(after) + " GB/s (expert reads; before: " +
-        std::to_string(r.disk_bw_experts) + ")");
-  for (json& d : out["decode"]) {
-    if (!d.contains("expert_cache")) continue;
-    json& c = d["expert_cache"];
-    const double per_token = c["bytes_read_per_token"], tps = d["tokens_per_s"];
-    const double bound = per_token > 0 ? mean * 1e9 / per_token : 0.0;
-    c["percent_of_disk_bound_expert_reads_bracketed"] = bound > 0 ? 100.0 * tps / bound : 0.0;
-    r.log("    batch " + std::to_string(d["batch"].get<int>()) + ": " + std::to_string(c["percent_of_disk_bound_expert_reads_bracketed"].get<double>()) +
-          "% of the disk bound at the expert reads' mean rate before and after");
-  }
-}
 
 }  // namespace
 
-nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt, const Log& log) {
+nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt, const BenchLog& log) {
   const HParams& h = model.hparams();
   ThreadPool pool(opt.threads > 0 ? opt.threads : ThreadPool::default_threads());
   BenchRun r{model, opt, pool, log, 0.0, nullptr, 0.0, 0.0, 0.0, {}, {}, false};
@@ -487,42 +322,7 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt, const 
       std::to_string(pool.size()) + " threads)");
 
   r.tiered = model.tiered_experts();
-  if (r.tiered) {
-    log("measuring direct-I/O read bandwidth of the model file...");
-    // One stream (how the issue quotes this machine's disk) and the store's 4 I/O threads
-    // (the stricter bound, behind percent_of_disk_bound).
-    r.disk_bw1 = measure_direct_read_bandwidth(model.file().path(), size_t{1} << 30, 1);
-    r.disk_bw = measure_direct_read_bandwidth(model.file().path(), size_t{2} << 30, 4);
-    // The store's reads: one expert matrix each (about 1 MB for olmoe Q4_0) scattered over
-    // the file, as many in flight as it has I/O threads. Random-order, 2 GB at most.
-    std::vector<FileRange> reads = r.tiered->expert_reads();
-    std::shuffle(reads.begin(), reads.end(), std::mt19937(7));
-    size_t sum = 0, keep = 0;
-    while (keep < reads.size() && sum < (size_t{2} << 30)) sum += reads[keep++].len;
-    reads.resize(keep);
-    r.disk_bw_experts = measure_direct_read_bandwidth(model.file().path(), reads, r.tiered->io_threads());
-    r.expert_probe = std::move(reads);
-    const double on_huge_pages = r.tiered->slot_huge_page_fraction();
-    out["expert_cache"] = {{"slots", r.tiered->capacity()}, {"policy", r.tiered->policy_name()},
-                           {"direct_io", r.tiered->direct_io()}, {"prefetch_layers", model.prefetch_layers()},
-                           {"disk_read_gbps", r.disk_bw}, {"disk_read_gbps_one_stream", r.disk_bw1},
-                           {"disk_read_gbps_expert_reads", r.disk_bw_experts},
-                           {"slots_on_huge_pages", on_huge_pages}};
-    const std::vector<int>& pins = r.tiered->profile_pins();
-    std::string pinned;
-    if (!pins.empty()) {
-      out["expert_cache"]["profile_pins_per_layer"] = pins;
-      pinned = ", " + std::to_string(std::accumulate(pins.begin(), pins.end(), 0)) + " pinned from the profile";
-    }
-    log("  direct read: " + std::to_string(r.disk_bw1) + " GB/s (1 stream), " + std::to_string(r.disk_bw) +
-        " GB/s (4 streams), " + std::to_string(r.disk_bw_experts) + " GB/s (expert reads, " +
-        std::to_string(r.tiered->io_threads()) + " in flight); cache of " + std::to_string(r.tiered->capacity()) +
-        " experts (" +
-        (on_huge_pages < 0 ? std::string("huge pages unknown")
-                           : std::to_string(static_cast<int>(100 * on_huge_pages)) + "% on huge pages") +
-        "), policy " + r.tiered->policy_name() + pinned + ", prefetch " +
-        std::to_string(model.prefetch_layers()) + " layer(s) ahead");
-  }
+  if (r.tiered) probe_disk(r, out);
 
   out["dense_weight_bytes_per_step"] = model.dense_weight_bytes();
   // The VM's bandwidth drifts by up to 2x within a minute, so a probe taken once before
