@@ -159,12 +159,16 @@ void api_request(const uint8_t* data, size_t size) {
   }
 }
 
-// What `loadgen` reads from a server: the bytes as a stream event, an error body and a
-// model list.
+// What `loadgen` reads from a server: the bytes as a stream event, an error body, a
+// /tokenize reply and a model list.
 void loadgen_reply(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   (void)parse_stream_event(text);
   (void)error_message_of(text);
+  try {
+    (void)parse_tokenize_reply(text);
+  } catch (const Error&) {
+  }
   for (const char* wanted : {"", "tiny-mixtral-f16"}) {
     try {
       (void)parse_models_reply(text, wanted, 32000);
