@@ -152,8 +152,15 @@ json CompletionRun::usage() const {
   for (const auto& c : choices_) completion += c->n_tokens;
   const int64_t prompt = job_.prompt_tokens();
   // The prompt is counted once for the n choices, so are its cached tokens: the first
-  // choice's (the others usually attach the prompt that the first one computed).
-  const int64_t cached = choices_.empty() ? 0 : choices_.front()->req->cached_prompt_tokens();
+  // choice's (the others usually attach the prompt that the first one computed). With
+  // max_tokens 0 and nothing to score, no choice ran a request, and nothing was cached.
+  int64_t cached = 0;
+  for (const auto& c : choices_) {
+    if (c->req) {
+      cached = c->req->cached_prompt_tokens();
+      break;
+    }
+  }
   return {{"prompt_tokens", prompt},
           {"completion_tokens", completion},
           {"total_tokens", prompt + completion},

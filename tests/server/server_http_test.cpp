@@ -4,6 +4,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <map>
 #include <random>
 
 #include "base/error.h"
@@ -333,6 +334,117 @@ TEST_F(ServerHttp, StopStringsCutTheTextInBothModes) {
   const std::string echoed =
       json::parse(http_post(ep(), "/v1/completions", body.dump()).body)["choices"][0]["text"];
   EXPECT_EQ(echoed.rfind("A fool and his money" + text.substr(0, 3), 0), 0u) << echoed;
+}
+
+// max_tokens 0 with nothing to score runs no request at all; the answer is still a whole
+// response (an empty choice, finished by length, with usage), in every mode, and the
+// server stays up. (Building its usage once dereferenced the request that was never made.)
+TEST_F(ServerHttp, MaxTokensZeroAnswersWithAnEmptyChoice) {
+  const std::string prompt = "A fool and his money";
+  json body = completion_body(prompt, 0, false);
+  const HttpReply r = http_post(ep(), "/v1/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = json::parse(r.body);
+  EXPECT_EQ(j["choices"][0]["text"], "");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["completion_tokens"], 0);
+  EXPECT_GT(j["usage"]["prompt_tokens"].get<int>(), 0);
+  EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  // n choices and echo: each choice is its prompt alone.
+  body["n"] = 2;
+  body["echo"] = true;
+  const json e = json::parse(http_post(ep(), "/v1/completions", body.dump()).body);
+  ASSERT_EQ(e["choices"].size(), 2u) << e.dump();
+  for (const auto& c : e["choices"]) EXPECT_EQ(c["text"], prompt);
+
+  json chat = {{"model", "tiny"},
+               {"messages", {{{"role", "user"}, {"content", "Hello"}}}},
+               {"max_completion_tokens", 0}};
+  const HttpReply rc = http_post(ep(), "/v1/chat/completions", chat.dump());
+  ASSERT_EQ(rc.status, 200) << rc.body;
+  const json jc = json::parse(rc.body);
+  EXPECT_EQ(jc["choices"][0]["message"]["content"], "");
+  EXPECT_EQ(jc["choices"][0]["finish_reason"], "length");
+
+  chat["stream"] = true;
+  chat["stream_options"] = {{"include_usage", true}};
+  const auto s = test::post_stream(ep(), "/v1/chat/completions", chat);
+  EXPECT_EQ(s.status, 200);
+  EXPECT_TRUE(s.done);
+  EXPECT_EQ(s.text, "");
+  EXPECT_EQ(s.finish, "length");
+  EXPECT_EQ(s.usage["completion_tokens"], 0) << s.body;
+  EXPECT_EQ(http_get(ep(), "/health").status, 200);
+}
+
+// Every combination of the options that shape a response (max_tokens 0 and more, n, echo,
+// logprobs, a stop string, streamed with and without usage; a string, a batch of strings or
+// token ids as the prompt) gets a whole answer: one finished choice per prompt and per n,
+// usage where asked, [DONE] at the end of a stream. Never a server error, and the server
+// stays up.
+TEST_F(ServerHttp, EveryCombinationOfResponseOptionsGetsAWholeAnswer) {
+  const std::vector<json> prompts = {"A fool", json::array({"A", "B"}), json::array({1, 2, 3})};
+  int requests = 0;
+  for (bool chat : {false, true}) {
+    for (int max_tokens : {0, 2}) {
+      for (int n : {1, 2}) {
+        for (bool echo : {false, true}) {
+          for (int logprobs : {-1, 0, 2}) {
+            for (int mode : {0, 1, 2}) {  // not streamed, streamed, streamed with usage
+              for (size_t p = 0; p < prompts.size(); ++p) {
+                if (chat && (echo || p > 0)) continue;
+                json body = {{"model", "tiny"}, {"max_tokens", max_tokens}, {"n", n}, {"stop", {"e"}}};
+                if (chat) {
+                  body["messages"] = {{{"role", "user"}, {"content", prompts[p]}}};
+                  if (logprobs >= 0) body["logprobs"] = true, body["top_logprobs"] = logprobs;
+                } else {
+                  body["prompt"] = prompts[p];
+                  body["echo"] = echo;
+                  if (logprobs >= 0) body["logprobs"] = logprobs;
+                }
+                if (mode > 0) body["stream"] = true;
+                if (mode == 2) body["stream_options"] = {{"include_usage", true}};
+                const std::string path = chat ? "/v1/chat/completions" : "/v1/completions";
+                const size_t want = static_cast<size_t>(n) * (p == 1 ? 2 : 1);
+                const std::string what = body.dump();
+                ++requests;
+                if (mode == 0) {
+                  const HttpReply r = http_post(ep(), path, what);
+                  ASSERT_EQ(r.status, 200) << what << "\n" << r.body;
+                  const json j = json::parse(r.body);
+                  ASSERT_EQ(j["choices"].size(), want) << what;
+                  for (const json& c : j["choices"]) {
+                    EXPECT_TRUE(c["finish_reason"] == "length" || c["finish_reason"] == "stop") << what;
+                  }
+                  EXPECT_LE(j["usage"]["completion_tokens"].get<size_t>(), want * max_tokens) << what;
+                  continue;
+                }
+                std::map<int, std::string> finish;
+                json usage;
+                const HttpReply r = http_post_sse(ep(), path, what, [&](const std::string& data) {
+                  if (data == "[DONE]") return true;
+                  const json j = json::parse(data);
+                  if (j.contains("usage") && j["usage"].is_object()) usage = j["usage"];
+                  for (const json& c : j["choices"]) {
+                    if (!c["finish_reason"].is_null()) finish[c["index"].get<int>()] = c["finish_reason"];
+                  }
+                  return true;
+                });
+                ASSERT_EQ(r.status, 200) << what << "\n" << r.body;
+                EXPECT_TRUE(r.done) << what;
+                EXPECT_EQ(finish.size(), want) << what;
+                if (mode == 2) {
+                  EXPECT_TRUE(usage.is_object()) << what;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(requests, 252);
+  EXPECT_EQ(http_get(ep(), "/health").status, 200);
 }
 
 TEST_F(ServerHttp, EveryBadInputGetsItsStatusAndNamesTheField) {
