@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "base/worker_signals.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define SY_PAUSE() _mm_pause()
@@ -43,7 +45,10 @@ void spin_until_set(const std::atomic<int32_t>& flag) {
 }
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
-  for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { worker_loop(t); });
+  for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] {
+    block_stop_signals_in_this_thread();
+    worker_loop(t);
+  });
 }
 
 ThreadPool::~ThreadPool() {

@@ -128,7 +128,9 @@ void add_serve(CLI::App& app) {
   c->callback([a] {
     auto model = load_model(a->m);
     // Ctrl-C during the load just ends the process. After it, block the shutdown signals
-    // before any serving thread exists, so that only the watcher sees them.
+    // before any serving thread exists, so that only the watcher sees them. (Threads the
+    // load started, the expert store's readers and thread pools, block them themselves:
+    // base/worker_signals.h.)
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);

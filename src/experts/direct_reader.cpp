@@ -8,6 +8,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/worker_signals.h"
 
 namespace sy {
 
@@ -17,7 +18,10 @@ DirectReader::DirectReader(const std::string& path, int io_threads) : path_(path
   if (!direct_) fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) throw Error(path + ": cannot open for expert loading: " + std::strerror(errno));
   ring_.resize(256);
-  for (int i = 0; i < io_threads; ++i) threads_.emplace_back([this] { loop(); });
+  for (int i = 0; i < io_threads; ++i) threads_.emplace_back([this] {
+    block_stop_signals_in_this_thread();
+    loop();
+  });
 }
 
 DirectReader::~DirectReader() {

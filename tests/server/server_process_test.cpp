@@ -93,8 +93,9 @@ json long_stream() {
           {"stream", true},    {"stream_options", {{"include_usage", true}}}};
 }
 
-TEST(ServerProcess, SigtermFinishesRunningRequestsThenExitsCleanly) {
-  ServeProcess srv({"--parallel", "4"});
+// SIGTERM while a stream runs: the stream finishes, then the server exits with status 0.
+void sigterm_finishes_the_running_request(const std::vector<std::string>& args) {
+  ServeProcess srv(args);
   ASSERT_GT(srv.endpoint().port, 0);
   std::atomic<int> events{0};
   HttpReply reply;
@@ -116,6 +117,16 @@ TEST(ServerProcess, SigtermFinishesRunningRequestsThenExitsCleanly) {
   EXPECT_EQ(generated, 200);
   EXPECT_EQ(srv.wait_exit(20), 0);
   EXPECT_EQ(http_get(srv.endpoint(), "/health").status, 0) << "nothing listens any more";
+}
+
+TEST(ServerProcess, SigtermFinishesRunningRequestsThenExitsCleanly) {
+  sigterm_finishes_the_running_request({"--parallel", "4"});
+}
+
+// The expert store's I/O threads start while the model loads, before `serve` blocks the
+// signals; they must not take SIGTERM (whose default action would end the server at once).
+TEST(ServerProcess, SigtermWithAnExpertCacheFinishesRunningRequestsToo) {
+  sigterm_finishes_the_running_request({"--parallel", "4", "--expert-cache", "50%"});
 }
 
 TEST(ServerProcess, SigintWithoutGraceCancelsRunningRequests) {
