@@ -1,6 +1,7 @@
 // switchyard serve: the OpenAI-compatible HTTP server over the continuous-batching engine.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -9,6 +10,7 @@
 
 #include "base/error.h"
 #include "cli/common.h"
+#include "experts/trace.h"
 #include "runtime/engine.h"
 #include "server/server.h"
 
@@ -21,6 +23,7 @@ struct ServeArgs {
   ServerConfig s;
   double shutdown_timeout = 30.0;
   std::string alias;
+  std::string trace;  // --trace-experts
 };
 
 // Waits for SIGINT/SIGTERM (blocked in every thread, so only this one sees them): the
@@ -125,6 +128,9 @@ void add_serve(CLI::App& app) {
       ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
   c->add_flag("--log-requests", a->s.log_requests, "Log every HTTP request to stderr");
+  c->add_option("--trace-experts", a->trace,
+                "Record each engine step's per-expert token counts to FILE (binary; *.jsonl: JSON lines), "
+                "written out when the server stops");
   c->callback([a] {
     auto model = load_model(a->m);
     // Ctrl-C during the load just ends the process. After it, block the shutdown signals
@@ -140,6 +146,13 @@ void add_serve(CLI::App& app) {
 
     a->e.n_threads = a->m.n_threads();
     a->e.moe = a->m.moe();
+    // A step carries at most --batch-size tokens, and never fewer than one per running request.
+    std::unique_ptr<TraceWriter> trace;
+    if (!a->trace.empty()) {
+      trace = std::make_unique<TraceWriter>(a->trace, TraceInfo::from_hparams(model->hparams(), a->m.gating == "static"),
+                                            std::max<int64_t>(a->e.batch_tokens, a->e.parallel));
+      a->e.routing_observer = trace.get();
+    }
     a->s.model_id = a->alias.empty() ? std::filesystem::path(a->m.model).stem().string() : a->alias;
     Engine engine(*model, a->e);
     Server server(engine, a->s);
@@ -177,6 +190,11 @@ void add_serve(CLI::App& app) {
       server.run();
     }
     engine.stop();
+    if (trace) {
+      trace->close();
+      std::fprintf(stderr, "serve: expert trace %s: %lld steps\n", trace->path().c_str(),
+                   static_cast<long long>(trace->n_steps()));
+    }
     std::fprintf(stderr, "serve: stopped\n");
   });
 }

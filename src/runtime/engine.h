@@ -33,6 +33,9 @@ struct EngineConfig {
   int64_t batch_tokens = 512;  // tokens per step (decode + prefill chunks)
   size_t max_queue = 64;       // waiting requests beyond which submit() refuses
   bool prefix_reuse = true;    // reuse the K/V of a prompt prefix computed before (runtime/prefix_index.h)
+  // Also sees every step's routing, on the engine's thread (an expert trace, `serve
+  // --trace-experts`); not owned, may be null, must outlive the engine.
+  RoutingObserver* routing_observer = nullptr;
 };
 
 // Tokens per (layer, expert), counted from the routing decisions of each step.
@@ -95,6 +98,7 @@ class Engine {
   ThreadPool pool_;
   Forward forward_;
   ExpertTokenCounter expert_tokens_;
+  std::unique_ptr<RoutingObservers> observers_;  // expert_tokens_ and cfg_.routing_observer, when both
   KvCache cache_;
   Scheduler sched_;
   EngineStats stats_;

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdlib>
 
+#include "experts/trace.h"
 #include "server_fixture.h"
 #include "support/run_cli.h"
 
@@ -152,6 +153,53 @@ TEST(ServerProcess, SigintWithoutGraceCancelsRunningRequests) {
   if (!reply.done) {
     EXPECT_NE(last.find("shutting down"), std::string::npos) << last;
   }
+}
+
+// The value of a counter in a /metrics page ("name value" on a line of its own).
+double metric_in(const std::string& page, const std::string& name) {
+  const size_t at = page.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(page.substr(at + name.size() + 2));
+}
+
+// serve --trace-experts: the file holds every engine step, each MoE layer's counts sum to
+// the step's tokens x top_k, the steps' tokens add up to what /metrics says the server
+// computed, and `analyze` reads it.
+TEST(ServerProcess, TraceExpertsRecordsEveryStepTheServerRan) {
+  const std::string path = ::testing::TempDir() + "serve_trace.sytrace";
+  std::remove(path.c_str());
+  ServeProcess srv({"--parallel", "4", "--trace-experts", path});
+  const std::vector<std::string> prompts = {"In the beginning", "A fool and his money", "Hello"};
+  std::vector<std::thread> clients;
+  for (const std::string& p : prompts) {
+    clients.emplace_back([&srv, p] {
+      const json body = {{"model", "tiny"}, {"prompt", p}, {"max_tokens", 12}, {"ignore_eos", true}};
+      EXPECT_EQ(http_post(srv.endpoint(), "/v1/completions", body.dump()).status, 200);
+    });
+  }
+  for (auto& c : clients) c.join();
+  const HttpReply m = http_get(srv.endpoint(), "/metrics");
+  const double computed = metric_in(m.body, "switchyard_computed_tokens_total");
+  const double steps = metric_in(m.body, "switchyard_steps_total");
+  ASSERT_GT(computed, 0) << m.body;
+  srv.signal(SIGTERM);
+  ASSERT_EQ(srv.wait_exit(20), 0);
+
+  const Trace t = read_trace(path);
+  EXPECT_EQ(static_cast<double>(t.n_steps()), steps);
+  double tokens = 0;
+  for (int64_t s = 0; s < t.n_steps(); ++s) {
+    tokens += t.tokens[s];
+    for (int l = 0; l < t.info.n_moe(); ++l) {
+      uint32_t sum = 0;
+      for (int e = 0; e < t.info.n_expert; ++e) sum += t.count(s, l, e);
+      EXPECT_EQ(sum, t.tokens[s] * static_cast<uint32_t>(t.info.top_k)) << "step " << s << ", MoE layer " << l;
+    }
+  }
+  EXPECT_EQ(tokens, computed);
+  const test::CliRun a = test::run_command(std::string(SY_CLI_PATH) + " analyze " + path + " --out " +
+                                           ::testing::TempDir() + "serve_trace_analysis");
+  EXPECT_EQ(a.code, 0) << a.out;
 }
 
 TEST(ServerProcess, OfficialOpenAIPythonClient) {
