@@ -21,19 +21,26 @@ void ModelArgs::add_to(CLI::App& app, bool with_moe) {
       ->check(CLI::IsMember({"dynamic", "static"}));
   app.add_option("--capacity-factor", capacity_factor, "Static gating capacity factor (slots per expert = F * tokens * k / experts)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--expert-cache", expert_cache,
-                 "Keep only this much of the experts in RAM and read the rest from the file with direct I/O: "
-                 "bytes, a size (512MB, 2GB) or a fraction of all expert bytes (0.25, 25%)");
+  CLI::Option* cache = app.add_option("--expert-cache", expert_cache,
+                                       "Keep only this much of the experts in RAM and read the rest from the file "
+                                       "with direct I/O: bytes, a size (512MB, 2GB) or a fraction of all expert "
+                                       "bytes (0.25, 25%)");
+  // The cache's own settings do nothing without it (every expert is resident): refused, so
+  // that a forgotten --expert-cache does not pass for a cache run.
   app.add_option("--expert-policy", expert_policy, "Eviction policy of the expert cache")
-      ->check(CLI::IsMember(online_policy_names()));
-  app.add_option("--expert-profile", expert_profile, "Trace (--trace-experts) whose hottest experts stay pinned in the cache");
-  app.add_flag("--no-prefetch", no_prefetch, "Do not prefetch the next layers' predicted experts");
+      ->check(CLI::IsMember(online_policy_names()))
+      ->needs(cache);
+  app.add_option("--expert-profile", expert_profile, "Trace (--trace-experts) whose hottest experts stay pinned in the cache")
+      ->needs(cache);
+  app.add_flag("--no-prefetch", no_prefetch, "Do not prefetch the next layers' predicted experts")->needs(cache);
   app.add_option("--io-threads", io_threads, "Threads reading experts from the file (expert cache only)")
-      ->check(CLI::Range(1, 64));
+      ->check(CLI::Range(1, 64))
+      ->needs(cache);
   app.add_option("--prefetch-layers", prefetch_layers,
                  "MoE layers ahead whose predicted experts start loading early (expert cache only; default: 2 "
                  "when the cache holds at least two thirds of the experts, else 1)")
-      ->check(CLI::Range(1, 8));
+      ->check(CLI::Range(1, 8))
+      ->needs(cache);
 }
 
 ModelOptions ModelArgs::model_options() const {

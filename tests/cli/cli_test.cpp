@@ -143,6 +143,13 @@ TEST(Cli, BadInputGivesClearErrors) {
   EXPECT_NE(r.out.find("--moe-gating"), std::string::npos) << r.out;
   r = run("frobnicate");
   EXPECT_NE(r.code, 0);
+  // The expert cache's settings without the cache would silently run all experts resident.
+  for (const char* flag : {"--expert-profile x.trace", "--expert-policy lru", "--no-prefetch", "--io-threads 2",
+                           "--prefetch-layers 2"}) {
+    r = run("generate -m " + mixtral() + " -p hi -n 1 " + flag);
+    EXPECT_NE(r.code, 0) << flag;
+    EXPECT_NE(r.out.find("requires --expert-cache"), std::string::npos) << flag << ": " << r.out;
+  }
   r = run("generate -m " + test::shared_path("fixtures/tokenizers/ggml-vocab-gpt-2.gguf") + " -p hi");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("general.architecture"), std::string::npos) << r.out;
