@@ -17,10 +17,12 @@ void ModelArgs::add_to(CLI::App& app, bool with_moe) {
                  "q8_0 (about a quarter: 32-value blocks with one scale)")
       ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   if (!with_moe) return;
-  app.add_option("--moe-gating", gating, "MoE dispatch: dynamic (default) or static (GShard capacity, drops overflow)")
-      ->check(CLI::IsMember({"dynamic", "static"}));
+  CLI::Option* gate =
+      app.add_option("--moe-gating", gating, "MoE dispatch: dynamic (default) or static (GShard capacity, drops overflow)")
+          ->check(CLI::IsMember({"dynamic", "static"}));
   app.add_option("--capacity-factor", capacity_factor, "Static gating capacity factor (slots per expert = F * tokens * k / experts)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::PositiveNumber)
+      ->needs(gate);
   CLI::Option* cache = app.add_option("--expert-cache", expert_cache,
                                        "Keep only this much of the experts in RAM and read the rest from the file "
                                        "with direct I/O: bytes, a size (512MB, 2GB) or a fraction of all expert "
