@@ -146,7 +146,8 @@ void add_serve(CLI::App& app) {
 
     a->e.n_threads = a->m.n_threads();
     a->e.moe = a->m.moe();
-    // A step carries at most --batch-size tokens, and never fewer than one per running request.
+    // The trace's counts are sized for the most tokens a step carries: --batch-size (at least
+    // --parallel, one decode token per running request).
     std::unique_ptr<TraceWriter> trace;
     if (!a->trace.empty()) {
       trace = std::make_unique<TraceWriter>(a->trace, TraceInfo::from_hparams(model->hparams(), a->m.gating == "static"),
