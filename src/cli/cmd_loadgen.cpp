@@ -117,7 +117,7 @@ void add_loadgen(CLI::App& app) {
   c->add_option("--api-key", a->api_key, "Bearer token (also from $SWITCHYARD_API_KEY)")
       ->envname("SWITCHYARD_API_KEY");
   c->add_option("--timeout", a->timeout, "Seconds a request may take")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   c->add_flag("--json", a->json, "Print the report as JSON (the table goes to stderr)");
   c->add_option("-o,--output", a->out, "Also write the JSON report to this file");

@@ -64,7 +64,7 @@ void add_synth(CLI::App& app) {
                 "Make a few experts hot in every layer: the expert of rank j gets about 2*S/(j+1) std more "
                 "router logit "
                 "(0 = uniform routing, default)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   c->add_option("--name", a->name, "general.name (default: the preset name)");
   c->add_option("-t,--threads", a->threads, "Worker threads (default: all cores)")
       ->check(CLI::Range(1, 1024));

@@ -21,7 +21,7 @@ void ModelArgs::add_to(CLI::App& app, bool with_moe) {
       app.add_option("--moe-gating", gating, "MoE dispatch: dynamic (default) or static (GShard capacity, drops overflow)")
           ->check(CLI::IsMember({"dynamic", "static"}));
   app.add_option("--capacity-factor", capacity_factor, "Static gating capacity factor (slots per expert = F * tokens * k / experts)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->needs(gate);
   CLI::Option* cache = app.add_option("--expert-cache", expert_cache,
                                        "Keep only this much of the experts in RAM and read the rest from the file "
@@ -105,6 +105,25 @@ void warn_beyond_training_context(const char* who, const HParams& hp, int64_t ct
                who, static_cast<long long>(ctx), static_cast<long long>(hp.n_ctx_train),
                static_cast<long long>(hp.n_ctx_train));
 }
+
+namespace {
+
+CLI::Validator number_at_least(double least, bool strict, const char* what) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double v = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return "'" + text + "' is not a number";
+        if (strict ? v > least : v >= least) return {};
+        return "must be " + std::string(what) + ", got " + text;
+      },
+      strict ? "NUMBER > 0" : "NUMBER >= 0");
+}
+
+}  // namespace
+
+CLI::Validator positive_number() { return number_at_least(0.0, true, "a positive number"); }
+CLI::Validator non_negative_number() { return number_at_least(0.0, false, "0 or more"); }
 
 std::vector<int32_t> parse_token_list(const std::string& csv, int64_t n_vocab) {
   std::vector<int32_t> ids;

@@ -46,6 +46,11 @@ nlohmann::json report_expert_cache(const char* who, const Model& m, const Expert
 // such positions still run, but the model has never seen them and its output degrades.
 void warn_beyond_training_context(const char* who, const HParams& hp, int64_t ctx);
 
+// Checks for numeric flags: a number above 0 (positive) or at least 0. CLI11's own
+// PositiveNumber and NonNegativeNumber print the largest double in their messages.
+CLI::Validator positive_number();
+CLI::Validator non_negative_number();
+
 // Prompt text or comma-separated token ids, turned into the token list to evaluate.
 std::vector<int32_t> parse_token_list(const std::string& csv, int64_t n_vocab);
 

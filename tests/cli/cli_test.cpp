@@ -144,6 +144,8 @@ TEST(Cli, BadInputGivesClearErrors) {
   r = run("frobnicate");
   EXPECT_NE(r.code, 0);
   // The expert cache's settings without the cache would silently run all experts resident.
+  r = run("generate -m " + mixtral() + " -p hi --moe-gating static --capacity-factor -1");
+  EXPECT_NE(r.out.find("--capacity-factor: must be a positive number, got -1"), std::string::npos) << r.out;
   r = run("generate -m " + mixtral() + " -p hi -n 1 --capacity-factor 2");
   EXPECT_NE(r.out.find("--capacity-factor requires --moe-gating"), std::string::npos) << r.out;
   for (const char* flag : {"--expert-profile x.trace", "--expert-policy lru", "--no-prefetch", "--io-threads 2",
