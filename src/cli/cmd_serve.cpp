@@ -1,7 +1,6 @@
 // switchyard serve: the OpenAI-compatible HTTP server over the continuous-batching engine.
 #include <signal.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -146,12 +145,12 @@ void add_serve(CLI::App& app) {
 
     a->e.n_threads = a->m.n_threads();
     a->e.moe = a->m.moe();
-    // The trace's counts are sized for the most tokens a step carries: --batch-size (at least
-    // --parallel, one decode token per running request).
+    // The trace's counts are sized for the most tokens a step carries: --batch-size (the
+    // engine refuses one under --parallel).
     std::unique_ptr<TraceWriter> trace;
     if (!a->trace.empty()) {
       trace = std::make_unique<TraceWriter>(a->trace, TraceInfo::from_hparams(model->hparams(), a->m.gating == "static"),
-                                            std::max<int64_t>(a->e.batch_tokens, a->e.parallel));
+                                            a->e.batch_tokens);
       a->e.routing_observer = trace.get();
     }
     a->s.model_id = a->alias.empty() ? std::filesystem::path(a->m.model).stem().string() : a->alias;

@@ -108,13 +108,15 @@ void warn_beyond_training_context(const char* who, const HParams& hp, int64_t ct
 
 namespace {
 
-CLI::Validator number_at_least(double least, bool strict, const char* what) {
+// A number above 0 (strict) or at least 0.
+CLI::Validator number_from_zero(bool strict, const char* what) {
   return CLI::Validator(
       [=](std::string& text) -> std::string {
         double v = 0;
         const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-        if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return "'" + text + "' is not a number";
-        if (strict ? v > least : v >= least) return {};
+        const bool whole = !text.empty() && ec == std::errc() && end == text.data() + text.size();
+        if (!whole) return "'" + text + "' is not a number";
+        if (strict ? v > 0 : v >= 0) return {};
         return "must be " + std::string(what) + ", got " + text;
       },
       strict ? "NUMBER > 0" : "NUMBER >= 0");
@@ -122,8 +124,8 @@ CLI::Validator number_at_least(double least, bool strict, const char* what) {
 
 }  // namespace
 
-CLI::Validator positive_number() { return number_at_least(0.0, true, "a positive number"); }
-CLI::Validator non_negative_number() { return number_at_least(0.0, false, "0 or more"); }
+CLI::Validator positive_number() { return number_from_zero(true, "a positive number"); }
+CLI::Validator non_negative_number() { return number_from_zero(false, "0 or more"); }
 
 std::vector<int32_t> parse_token_list(const std::string& csv, int64_t n_vocab) {
   std::vector<int32_t> ids;

@@ -56,11 +56,14 @@ Engine::Engine(const Model& model, EngineConfig cfg)
       expert_tokens_(model.hparams().n_layer, model.hparams().n_expert),
       cache_(make_pool(model, cfg_)),
       sched_({cfg_.parallel, cfg_.batch_tokens, -1, cfg_.prefix_reuse}, cache_) {
-  if (model.hparams().n_expert > 0 && cfg_.routing_observer) {
-    observers_ = std::make_unique<RoutingObservers>(std::vector<RoutingObserver*>{&expert_tokens_, cfg_.routing_observer});
-    forward_.set_routing_observer(observers_.get());
-  } else if (model.hparams().n_expert > 0) {
-    forward_.set_routing_observer(&expert_tokens_);
+  if (model.hparams().n_expert > 0) {
+    RoutingObserver* observer = &expert_tokens_;
+    if (cfg_.routing_observer) {
+      observers_ = std::make_unique<RoutingObservers>(
+          std::vector<RoutingObserver*>{&expert_tokens_, cfg_.routing_observer});
+      observer = observers_.get();
+    }
+    forward_.set_routing_observer(observer);
   }
   stats_.update([&](EngineStatsData& d) {
     d.kv_blocks_total = cache_.n_blocks();

@@ -28,6 +28,21 @@ inline const Model& tiny_model() {
   return *m;
 }
 
+// A gauge or counter in a /metrics page: the first sample whose name and labels start with
+// `prefix` (-1, and a test failure, when there is none).
+inline double metric_in(const std::string& page, const std::string& prefix) {
+  size_t pos = 0;
+  while ((pos = page.find(prefix, pos)) != std::string::npos) {
+    if (pos == 0 || page[pos - 1] == '\n') {
+      const size_t sp = page.find(' ', pos);
+      return std::stod(page.substr(sp + 1, page.find('\n', sp) - sp - 1));
+    }
+    pos += prefix.size();
+  }
+  ADD_FAILURE() << "no metric " << prefix;
+  return -1;
+}
+
 class TestServer {
  public:
   explicit TestServer(EngineConfig ec = {}, ServerConfig sc = {}) : TestServer(tiny_model(), ec, sc) {}
@@ -59,16 +74,7 @@ class TestServer {
   double metric(const std::string& prefix) const {
     const HttpReply r = http_get(endpoint(), "/metrics");
     EXPECT_EQ(r.status, 200);
-    size_t pos = 0;
-    while ((pos = r.body.find(prefix, pos)) != std::string::npos) {
-      if (pos == 0 || r.body[pos - 1] == '\n') {
-        const size_t sp = r.body.find(' ', pos);
-        return std::stod(r.body.substr(sp + 1, r.body.find('\n', sp) - sp - 1));
-      }
-      pos += prefix.size();
-    }
-    ADD_FAILURE() << "no metric " << prefix;
-    return -1;
+    return metric_in(r.body, prefix);
   }
 
   // Waits until metric(prefix) == value (a second at most, in small steps).

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <array>
 #include <atomic>
 #include <map>
 #include <random>
@@ -377,73 +378,107 @@ TEST_F(ServerHttp, MaxTokensZeroAnswersWithAnEmptyChoice) {
   EXPECT_EQ(http_get(ep(), "/health").status, 200);
 }
 
+// The options that shape a response, one combination of them.
+struct ResponseOptions {
+  bool chat = false;
+  int max_tokens = 0, n = 1;
+  bool echo = false;
+  int logprobs = -1;  // -1: not asked
+  int mode = 0;       // 0: not streamed, 1: streamed, 2: streamed with usage
+  json prompt;
+  size_t prompts = 1;  // a batch of prompts has several
+
+  size_t choices() const { return static_cast<size_t>(n) * prompts; }
+};
+
+// max_tokens {0, 2} x n {1, 2} x echo x logprobs {none, 0, 2} x the three ways of
+// streaming x a string, a batch of two strings or token ids as the prompt; chat takes
+// neither echo nor a prompt other than text. Counted through one index, digit by digit.
+std::vector<ResponseOptions> all_response_options() {
+  const std::vector<json> prompts = {"A fool", json::array({"A", "B"}), json::array({1, 2, 3})};
+  std::vector<ResponseOptions> all;
+  for (int i = 0; i < 2 * 2 * 2 * 2 * 3 * 3 * 3; ++i) {
+    int rest = i;
+    auto digit = [&](int radix) {
+      const int d = rest % radix;
+      rest /= radix;
+      return d;
+    };
+    ResponseOptions o;
+    o.chat = digit(2) == 1;
+    o.max_tokens = 2 * digit(2);
+    o.n = 1 + digit(2);
+    o.echo = digit(2) == 1;
+    o.logprobs = std::array<int, 3>{-1, 0, 2}[digit(3)];
+    o.mode = digit(3);
+    const int p = digit(3);
+    if (o.chat && (o.echo || p > 0)) continue;
+    o.prompt = prompts[p];
+    o.prompts = p == 1 ? 2 : 1;
+    all.push_back(o);
+  }
+  return all;
+}
+
+json response_options_body(const ResponseOptions& o) {
+  json body = {{"model", "tiny"}, {"max_tokens", o.max_tokens}, {"n", o.n}, {"stop", {"e"}}};
+  if (o.chat) {
+    body["messages"] = {{{"role", "user"}, {"content", o.prompt}}};
+    if (o.logprobs >= 0) body["logprobs"] = true, body["top_logprobs"] = o.logprobs;
+  } else {
+    body["prompt"] = o.prompt;
+    body["echo"] = o.echo;
+    if (o.logprobs >= 0) body["logprobs"] = o.logprobs;
+  }
+  if (o.mode > 0) body["stream"] = true;
+  if (o.mode == 2) body["stream_options"] = {{"include_usage", true}};
+  return body;
+}
+
+// One finished choice per prompt and per n, usage where asked, [DONE] at the end of a
+// stream.
+void expect_whole_answer(const HttpEndpoint& ep, const ResponseOptions& o) {
+  const size_t want = o.choices();
+  const std::string path = o.chat ? "/v1/chat/completions" : "/v1/completions";
+  const std::string what = response_options_body(o).dump();
+  if (o.mode == 0) {
+    const HttpReply r = http_post(ep, path, what);
+    ASSERT_EQ(r.status, 200) << what << "\n" << r.body;
+    const json j = json::parse(r.body);
+    ASSERT_EQ(j["choices"].size(), want) << what;
+    for (const json& c : j["choices"]) {
+      EXPECT_TRUE(c["finish_reason"] == "length" || c["finish_reason"] == "stop") << what;
+    }
+    EXPECT_LE(j["usage"]["completion_tokens"].get<size_t>(), want * o.max_tokens) << what;
+    return;
+  }
+  std::map<int, std::string> finish;
+  json usage;
+  const HttpReply r = http_post_sse(ep, path, what, [&](const std::string& data) {
+    if (data == "[DONE]") return true;
+    const json j = json::parse(data);
+    if (j.contains("usage") && j["usage"].is_object()) usage = j["usage"];
+    for (const json& c : j["choices"]) {
+      if (!c["finish_reason"].is_null()) finish[c["index"].get<int>()] = c["finish_reason"];
+    }
+    return true;
+  });
+  ASSERT_EQ(r.status, 200) << what << "\n" << r.body;
+  EXPECT_TRUE(r.done) << what;
+  EXPECT_EQ(finish.size(), want) << what;
+  if (o.mode == 2) {
+    EXPECT_TRUE(usage.is_object()) << what;
+  }
+}
+
 // Every combination of the options that shape a response (max_tokens 0 and more, n, echo,
 // logprobs, a stop string, streamed with and without usage; a string, a batch of strings or
-// token ids as the prompt) gets a whole answer: one finished choice per prompt and per n,
-// usage where asked, [DONE] at the end of a stream. Never a server error, and the server
-// stays up.
+// token ids as the prompt) gets a whole answer. Never a server error, and the server stays
+// up.
 TEST_F(ServerHttp, EveryCombinationOfResponseOptionsGetsAWholeAnswer) {
-  const std::vector<json> prompts = {"A fool", json::array({"A", "B"}), json::array({1, 2, 3})};
-  int requests = 0;
-  for (bool chat : {false, true}) {
-    for (int max_tokens : {0, 2}) {
-      for (int n : {1, 2}) {
-        for (bool echo : {false, true}) {
-          for (int logprobs : {-1, 0, 2}) {
-            for (int mode : {0, 1, 2}) {  // not streamed, streamed, streamed with usage
-              for (size_t p = 0; p < prompts.size(); ++p) {
-                if (chat && (echo || p > 0)) continue;
-                json body = {{"model", "tiny"}, {"max_tokens", max_tokens}, {"n", n}, {"stop", {"e"}}};
-                if (chat) {
-                  body["messages"] = {{{"role", "user"}, {"content", prompts[p]}}};
-                  if (logprobs >= 0) body["logprobs"] = true, body["top_logprobs"] = logprobs;
-                } else {
-                  body["prompt"] = prompts[p];
-                  body["echo"] = echo;
-                  if (logprobs >= 0) body["logprobs"] = logprobs;
-                }
-                if (mode > 0) body["stream"] = true;
-                if (mode == 2) body["stream_options"] = {{"include_usage", true}};
-                const std::string path = chat ? "/v1/chat/completions" : "/v1/completions";
-                const size_t want = static_cast<size_t>(n) * (p == 1 ? 2 : 1);
-                const std::string what = body.dump();
-                ++requests;
-                if (mode == 0) {
-                  const HttpReply r = http_post(ep(), path, what);
-                  ASSERT_EQ(r.status, 200) << what << "\n" << r.body;
-                  const json j = json::parse(r.body);
-                  ASSERT_EQ(j["choices"].size(), want) << what;
-                  for (const json& c : j["choices"]) {
-                    EXPECT_TRUE(c["finish_reason"] == "length" || c["finish_reason"] == "stop") << what;
-                  }
-                  EXPECT_LE(j["usage"]["completion_tokens"].get<size_t>(), want * max_tokens) << what;
-                  continue;
-                }
-                std::map<int, std::string> finish;
-                json usage;
-                const HttpReply r = http_post_sse(ep(), path, what, [&](const std::string& data) {
-                  if (data == "[DONE]") return true;
-                  const json j = json::parse(data);
-                  if (j.contains("usage") && j["usage"].is_object()) usage = j["usage"];
-                  for (const json& c : j["choices"]) {
-                    if (!c["finish_reason"].is_null()) finish[c["index"].get<int>()] = c["finish_reason"];
-                  }
-                  return true;
-                });
-                ASSERT_EQ(r.status, 200) << what << "\n" << r.body;
-                EXPECT_TRUE(r.done) << what;
-                EXPECT_EQ(finish.size(), want) << what;
-                if (mode == 2) {
-                  EXPECT_TRUE(usage.is_object()) << what;
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-  }
-  EXPECT_EQ(requests, 252);
+  const std::vector<ResponseOptions> all = all_response_options();
+  EXPECT_EQ(all.size(), 252u);
+  for (const ResponseOptions& o : all) ASSERT_NO_FATAL_FAILURE(expect_whole_answer(ep(), o));
   EXPECT_EQ(http_get(ep(), "/health").status, 200);
 }
 

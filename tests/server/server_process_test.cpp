@@ -155,13 +155,6 @@ TEST(ServerProcess, SigintWithoutGraceCancelsRunningRequests) {
   }
 }
 
-// The value of a counter in a /metrics page ("name value" on a line of its own).
-double metric_in(const std::string& page, const std::string& name) {
-  const size_t at = page.find("\n" + name + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(page.substr(at + name.size() + 2));
-}
-
 // serve --trace-experts: the file holds every engine step, each MoE layer's counts sum to
 // the step's tokens x top_k, the steps' tokens add up to what /metrics says the server
 // computed, and `analyze` reads it.
@@ -179,8 +172,8 @@ TEST(ServerProcess, TraceExpertsRecordsEveryStepTheServerRan) {
   }
   for (auto& c : clients) c.join();
   const HttpReply m = http_get(srv.endpoint(), "/metrics");
-  const double computed = metric_in(m.body, "switchyard_computed_tokens_total");
-  const double steps = metric_in(m.body, "switchyard_steps_total");
+  const double computed = test::metric_in(m.body, "switchyard_computed_tokens_total");
+  const double steps = test::metric_in(m.body, "switchyard_steps_total");
   ASSERT_GT(computed, 0) << m.body;
   srv.signal(SIGTERM);
   ASSERT_EQ(srv.wait_exit(20), 0);
@@ -217,14 +210,14 @@ TEST(ServerProcess, RandomRequestsGetWellFormedAnswers) {
   HttpReply m;
   for (int i = 0; i < 100; ++i) {
     m = http_get(srv.endpoint(), "/metrics");
-    const bool idle = metric_in(m.body, "switchyard_running_requests") == 0 &&
-                      metric_in(m.body, "switchyard_queue_depth") == 0;
+    const bool idle = test::metric_in(m.body, "switchyard_running_requests") == 0 &&
+                      test::metric_in(m.body, "switchyard_queue_depth") == 0;
     if (idle) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  EXPECT_EQ(metric_in(m.body, "switchyard_running_requests"), 0) << m.body;
-  EXPECT_EQ(metric_in(m.body, "switchyard_kv_blocks_used"), 0) << m.body;
-  EXPECT_GT(metric_in(m.body, "switchyard_preemptions_total"), 0) << "the pool was not scarce";
+  EXPECT_EQ(test::metric_in(m.body, "switchyard_running_requests"), 0) << m.body;
+  EXPECT_EQ(test::metric_in(m.body, "switchyard_kv_blocks_used"), 0) << m.body;
+  EXPECT_GT(test::metric_in(m.body, "switchyard_preemptions_total"), 0) << "the pool was not scarce";
   srv.signal(SIGTERM);
   EXPECT_EQ(srv.wait_exit(30), 0);
 }
