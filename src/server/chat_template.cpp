@@ -20,32 +20,11 @@ constexpr Named kNames[] = {
     {"deepseek3", ChatFormat::DeepSeek3}, {"command-r", ChatFormat::CommandR},
 };
 
-bool has(const std::string& s, const char* needle) {
-  return s.find(needle) != std::string::npos;
-}
-
 std::string trim(const std::string& s) {
   const auto b = s.find_first_not_of(" \t\r\n");
   if (b == std::string::npos) return {};
   const auto e = s.find_last_not_of(" \t\r\n");
   return s.substr(b, e - b + 1);
-}
-
-ChatFormat detect_format(const std::string& t) {
-  if (has(t, "<|im_start|>")) return ChatFormat::ChatML;
-  if (has(t, "<|start_header_id|>")) return ChatFormat::Llama3;
-  if (has(t, "[INST]")) return has(t, "<<SYS>>") ? ChatFormat::Llama2 : ChatFormat::Mistral;
-  if (has(t, "<start_of_turn>")) return ChatFormat::Gemma;
-  if (has(t, "<|START_OF_TURN_TOKEN|>")) return ChatFormat::CommandR;
-  if (has(t, "<\xEF\xBD\x9CUser\xEF\xBD\x9C>")) return ChatFormat::DeepSeek3;
-  if (const auto u = t.find("<|user|>"); u != std::string::npos) {
-    if (has(t, "<|end|>")) return ChatFormat::Phi3;
-    // Zephyr ends every turn with eos_token; Tulu (OLMoE) ends user turns with a newline.
-    const std::string after = t.substr(u, 80);
-    return (has(after, "eos_token") || has(after, "</s>")) ? ChatFormat::Zephyr : ChatFormat::Tulu;
-  }
-  if (has(t, "User: ") && has(t, "Assistant:")) return ChatFormat::DeepSeek;
-  return ChatFormat::Unsupported;
 }
 
 // System messages folded into the first user turn, for formats without a system role.
@@ -75,13 +54,12 @@ ChatTemplate ChatTemplate::detect(const std::string& jinja, const std::string& b
   t.eos_ = eos;
   if (jinja.empty()) {
     t.format_ = ChatFormat::ChatML;
+    t.style_.lead = bos;
     t.origin_ = "default (the model has no tokenizer.chat_template)";
   } else {
-    t.format_ = detect_format(jinja);
+    t.format_ = detect_chat_format(jinja);
+    t.style_ = read_chat_style(t.format_, jinja, bos, eos);
     t.origin_ = "tokenizer.chat_template";
-    // Qwen2-style ChatML adds a default system prompt when none is given.
-    if (t.format_ == ChatFormat::ChatML && has(jinja, "You are a helpful assistant."))
-      t.default_system_ = true;
   }
   return t;
 }
@@ -91,6 +69,7 @@ ChatTemplate ChatTemplate::named(const std::string& name, const std::string& bos
     if (name == n.name) {
       ChatTemplate t;
       t.format_ = n.format;
+      t.style_.lead = bos;
       t.bos_ = bos;
       t.eos_ = eos;
       t.origin_ = "--chat-template";
@@ -123,13 +102,19 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& input, bool gen
   switch (format_) {
     case ChatFormat::Unsupported:
       throw Error("the model's chat template is not supported");
-    case ChatFormat::ChatML:
-      if (default_system_ && (input.empty() || input[0].role != "system")) {
-        out += "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n";
+    case ChatFormat::ChatML: {
+      if (!style_.default_system.empty() && (input.empty() || input[0].role != "system")) {
+        out += "<|im_start|>system\n" + style_.default_system + "<|im_end|>\n";
       }
-      for (const auto& m : input) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-      if (gen) out += "<|im_start|>assistant\n";
+      const bool open_last = style_.close_last_only_for_prompt && !gen;
+      for (size_t i = 0; i < input.size(); ++i) {
+        out += "<|im_start|>" + input[i].role + "\n" + input[i].content;
+        if (i + 1 < input.size() || !open_last) out += "<|im_end|>\n";
+      }
+      const bool after_reply = !input.empty() && input.back().role == "assistant";
+      if (gen && !(style_.close_last_only_for_prompt && after_reply)) out += "<|im_start|>assistant\n";
       break;
+    }
     case ChatFormat::Llama2: {
       std::string system;
       bool first = true;
@@ -148,33 +133,45 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& input, bool gen
       }
       break;
     }
-    case ChatFormat::Mistral:
+    case ChatFormat::Mistral: {
       out += bos_;
+      const std::string space = style_.spaced_inst ? " " : "";
       for (const auto& m : fold_system(input, "\n\n")) {
         if (m.role == "user")
-          out += "[INST] " + m.content + " [/INST]";
+          out += space + "[INST] " + m.content + " [/INST]";
         else
-          out += m.content + eos_;
+          out += space + m.content + eos_;
       }
       break;
-    case ChatFormat::Llama3:
+    }
+    case ChatFormat::Llama3: {
       out += bos_;
-      for (const auto& m : input)
-        out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
+      size_t first = 0;
+      if (!style_.knowledge_preamble.empty()) {  // the system turn is always there, the preamble first
+        const bool system = !input.empty() && input[0].role == "system";
+        out += "<|start_header_id|>system<|end_header_id|>\n\n" + style_.knowledge_preamble +
+               (system ? trim(input[0].content) : "") + "<|eot_id|>";
+        first = system ? 1 : 0;
+      }
+      for (size_t i = first; i < input.size(); ++i)
+        out += "<|start_header_id|>" + input[i].role + "<|end_header_id|>\n\n" + trim(input[i].content) + "<|eot_id|>";
       if (gen) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
       break;
+    }
     case ChatFormat::Zephyr:
       for (const auto& m : input) out += "<|" + m.role + "|>\n" + m.content + eos_ + "\n";
       if (gen) out += "<|assistant|>\n";
       break;
     case ChatFormat::Tulu:
-      out += bos_;
+      out += style_.lead;
       for (size_t i = 0; i < input.size(); ++i) {
         const auto& m = input[i];
-        if (m.role == "assistant")
-          out += "<|assistant|>\n" + m.content + eos_ + (i + 1 < input.size() ? "\n" : "");
-        else
+        if (m.role == "assistant") {
+          const bool last = i + 1 == input.size();
+          out += "<|assistant|>\n" + m.content + eos_ + (!last || style_.newline_after_last_reply ? "\n" : "");
+        } else if (m.role == "user" || style_.system_role) {
           out += "<|" + m.role + "|>\n" + m.content + "\n";
+        }
       }
       if (gen) out += "<|assistant|>\n";
       break;
@@ -226,7 +223,9 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& input, bool gen
         const char* tag = m.role == "system" ? "<|SYSTEM_TOKEN|>"
                           : m.role == "user" ? "<|USER_TOKEN|>"
                                              : "<|CHATBOT_TOKEN|>";
-        out += std::string("<|START_OF_TURN_TOKEN|>") + tag + m.content + "<|END_OF_TURN_TOKEN|>";
+        const bool strip = style_.trim_content && m.role != "system";
+        out += std::string("<|START_OF_TURN_TOKEN|>") + tag + (strip ? trim(m.content) : m.content) +
+               "<|END_OF_TURN_TOKEN|>";
       }
       if (gen) out += "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>";
       break;

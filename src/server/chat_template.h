@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "server/chat_style.h"
+
 namespace sy {
 
 struct ChatMessage {
@@ -15,20 +17,6 @@ struct ChatMessage {
   std::string content;
 };
 
-enum class ChatFormat {
-  Unsupported,
-  ChatML,     // <|im_start|>role ... <|im_end|> (Qwen, many others)
-  Llama2,     // [INST] <<SYS>> ... <</SYS>> ... [/INST]
-  Mistral,    // [INST] ... [/INST] (Mistral / Mixtral instruct)
-  Llama3,     // <|start_header_id|>role<|end_header_id|> ... <|eot_id|>
-  Zephyr,     // <|user|>\n ... </s>
-  Tulu,       // <|user|>\n ... \n (OLMoE / Tulu instruct)
-  Gemma,      // <start_of_turn>user ... <end_of_turn>
-  Phi3,       // <|user|>\n ... <|end|>
-  DeepSeek,   // User: ...\n\nAssistant: ... (DeepSeek-MoE / DeepSeek-V2 chat)
-  DeepSeek3,  // <｜User｜> ... <｜Assistant｜>
-  CommandR,   // <|START_OF_TURN_TOKEN|><|USER_TOKEN|> ...
-};
 
 class ChatTemplate {
  public:
@@ -54,8 +42,8 @@ class ChatTemplate {
 
  private:
   ChatFormat format_ = ChatFormat::Unsupported;
+  ChatStyle style_;
   std::string bos_, eos_, origin_;
-  bool default_system_ = false;  // Qwen2-style ChatML: a default system prompt
 };
 
 }  // namespace sy

@@ -38,45 +38,35 @@ TEST(ServerText, StopStringsAcrossPiecesAreHeldBackThenCut) {
   EXPECT_EQ(feed(first, {"xabc"}), "x");  // the earliest match wins
 }
 
-TEST(ServerText, ChatTemplatesRenderTheCommonFamilies) {
+// The models' own templates are checked against jinja2 in chat_template_reference_test.cpp;
+// here, the formats a user names with --chat-template, which render each family's usual form.
+TEST(ServerText, ChatTemplatesNamedByTheUserRenderTheirFamily) {
   const std::vector<ChatMessage> msgs = {
       {"system", "Be nice."}, {"user", "Hi"}, {"assistant", "Hello!"}, {"user", "Bye"}};
-  auto render = [&](const std::string& jinja) {
-    return ChatTemplate::detect(jinja, "<s>", "</s>").render(msgs);
-  };
-  EXPECT_EQ(render("{% for m in messages %}<|im_start|>{{ m.role }}..."),
+  auto render = [&](const std::string& name) { return ChatTemplate::named(name, "<s>", "</s>").render(msgs); };
+  EXPECT_EQ(render("chatml"),
             "<|im_start|>system\nBe "
             "nice.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
             "<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n");
-  EXPECT_EQ(render("{{ bos_token }}{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}"),
-            "<s>[INST] Be nice.\n\nHi [/INST]Hello!</s>[INST] Bye [/INST]");
-  EXPECT_EQ(render("[INST] <<SYS>>\\n{{ system }}\\n<</SYS>>"),
+  EXPECT_EQ(render("mistral"), "<s>[INST] Be nice.\n\nHi [/INST]Hello!</s>[INST] Bye [/INST]");
+  EXPECT_EQ(render("llama2"),
             "<s>[INST] <<SYS>>\nBe nice.\n<</SYS>>\n\nHi [/INST] Hello! </s><s>[INST] Bye [/INST]");
-  EXPECT_EQ(render("<|start_header_id|>{{ role }}<|end_header_id|>"),
+  EXPECT_EQ(render("llama3"),
             "<s><|start_header_id|>system<|end_header_id|>\n\nBe "
             "nice.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
             "<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|><|start_header_id|>user<|end_"
             "header_id|>\n\nBye<|eot_id|>"
             "<|start_header_id|>assistant<|end_header_id|>\n\n");
-  // OLMoE-Instruct (Tulu) and Zephyr differ in how a user turn ends.
-  EXPECT_EQ(
-      render("{{ bos_token }}{% if message['role'] == 'user' %}{{ '<|user|>\\n' + message['content'] + '\\n' "
-             "}}"),
-      "<s><|system|>\nBe nice.\n<|user|>\nHi\n<|assistant|>\nHello!</s>\n<|user|>\nBye\n<|assistant|>\n");
-  EXPECT_EQ(render("{{ '<|user|>\\n' + message['content'] + eos_token }}"),
+  // OLMoE-Instruct (Tulu 3) and Zephyr differ in how a user turn ends.
+  EXPECT_EQ(render("olmoe"),
+            "<s><|system|>\nBe nice.\n<|user|>\nHi\n<|assistant|>\nHello!</s>\n<|user|>\nBye\n<|assistant|>\n");
+  EXPECT_EQ(render("zephyr"),
             "<|system|>\nBe "
             "nice.</s>\n<|user|>\nHi</s>\n<|assistant|>\nHello!</s>\n<|user|>\nBye</s>\n<|assistant|>\n");
-  EXPECT_EQ(render("<start_of_turn>user"),
+  EXPECT_EQ(render("gemma"),
             "<s><start_of_turn>user\nBe nice.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
             "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
-  EXPECT_EQ(render("{{ 'User: ' + message['content'] }}{{ 'Assistant:' }}"),
-            "<s>Be nice.\n\nUser: Hi\n\nAssistant: Hello!</s>User: Bye\n\nAssistant:");
-  // Qwen2-style ChatML adds its default system prompt.
-  const ChatTemplate qwen =
-      ChatTemplate::detect("<|im_start|>system\nYou are a helpful assistant.<|im_end|>", "", "<|endoftext|>");
-  EXPECT_EQ(qwen.render({{"user", "Hi"}}),
-            "<|im_start|>system\nYou are a helpful "
-            "assistant.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(render("deepseek"), "<s>Be nice.\n\nUser: Hi\n\nAssistant: Hello!</s>User: Bye\n\nAssistant:");
   // No template: ChatML, as llama.cpp does. An unknown one is reported, not guessed.
   EXPECT_EQ(ChatTemplate::detect("", "<s>", "</s>").name(), "chatml");
   const ChatTemplate odd = ChatTemplate::detect(

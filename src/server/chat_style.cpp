@@ -1,0 +1,128 @@
+#include "server/chat_style.h"
+
+#include <ctime>
+
+namespace sy {
+namespace {
+
+bool has(const std::string& s, const char* needle) {
+  return s.find(needle) != std::string::npos;
+}
+
+// The characters of a Jinja string literal from `from` up to (not including) the first of
+// `stops` or the literal's closing quote, escapes decoded; `ok` is false when the quote came
+// first. Templates write a newline either as a real one or as the escape \n.
+std::string literal_run(const std::string& t, size_t from, const std::string& stop, bool& ok) {
+  std::string out;
+  ok = false;
+  for (size_t i = from; i < t.size(); ++i) {
+    if (t.compare(i, stop.size(), stop) == 0) {
+      ok = true;
+      return out;
+    }
+    const char c = t[i];
+    if (c == '\'' || c == '"') return out;
+    if (c == '\\' && i + 1 < t.size()) {
+      const char e = t[++i];
+      out += e == 'n' ? '\n' : e == 't' ? '\t' : e;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// Qwen's ChatML templates open with a system turn of their own when the conversation has
+// none: the literal '<|im_start|>system\n...<|im_end|>' (not one built from a message).
+std::string chatml_default_system(const std::string& t) {
+  const std::string open = "<|im_start|>system";
+  for (size_t p = t.find(open); p != std::string::npos; p = t.find(open, p + 1)) {
+    size_t q = p + open.size();
+    if (t.compare(q, 2, "\\n") == 0)
+      q += 2;
+    else if (q < t.size() && t[q] == '\n')
+      ++q;
+    else
+      continue;
+    bool ok = false;
+    std::string text = literal_run(t, q, "<|im_end|>", ok);
+    if (ok && !text.empty()) return text;
+  }
+  return {};
+}
+
+// Llama 3.1 and later: "Cutting Knowledge Date: <month>\nToday Date: <date>\n\n" heads the
+// system turn. The date is today's where the template asks strftime_now (3.2 on, as
+// transformers provides it), else the template's own default date_string.
+std::string llama3_knowledge_preamble(const std::string& t) {
+  const std::string marker = "Cutting Knowledge Date: ";
+  const size_t p = t.find(marker);
+  if (p == std::string::npos) return {};
+  bool ok = false;
+  const std::string month = literal_run(t, p + marker.size(), "\\n", ok);
+  std::string date = "26 Jul 2024";
+  if (has(t, "strftime_now")) {
+    char buf[32];
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    localtime_r(&now, &local);
+    std::strftime(buf, sizeof buf, "%d %b %Y", &local);
+    date = buf;
+  } else if (const size_t d = t.find("date_string = \""); d != std::string::npos) {
+    date = literal_run(t, d + 15, "\"", ok);
+  }
+  return marker + month + "\nToday Date: " + date + "\n\n";
+}
+
+}  // namespace
+
+ChatFormat detect_chat_format(const std::string& t) {
+  if (has(t, "<|im_start|>")) return ChatFormat::ChatML;
+  if (has(t, "<|start_header_id|>")) return ChatFormat::Llama3;
+  if (has(t, "[INST]")) return has(t, "<<SYS>>") ? ChatFormat::Llama2 : ChatFormat::Mistral;
+  if (has(t, "<start_of_turn>")) return ChatFormat::Gemma;
+  if (has(t, "<|START_OF_TURN_TOKEN|>")) return ChatFormat::CommandR;
+  if (has(t, "<\xEF\xBD\x9CUser\xEF\xBD\x9C>")) return ChatFormat::DeepSeek3;
+  if (const auto u = t.find("<|user|>"); u != std::string::npos) {
+    if (has(t, "<|end|>")) return ChatFormat::Phi3;
+    // Zephyr ends every turn with eos_token; Tulu (OLMoE) ends user turns with a newline.
+    const std::string after = t.substr(u, 80);
+    return (has(after, "eos_token") || has(after, "</s>")) ? ChatFormat::Zephyr : ChatFormat::Tulu;
+  }
+  if (has(t, "User: ") && has(t, "Assistant:")) return ChatFormat::DeepSeek;
+  return ChatFormat::Unsupported;
+}
+
+ChatStyle read_chat_style(ChatFormat format, const std::string& t, const std::string& bos,
+                          const std::string& eos) {
+  ChatStyle s;
+  s.lead = bos;
+  switch (format) {
+    case ChatFormat::ChatML:
+      s.default_system = chatml_default_system(t);
+      s.close_last_only_for_prompt = has(t, "messages[-1]['role'] != 'assistant'");
+      break;
+    case ChatFormat::Llama3:
+      s.knowledge_preamble = llama3_knowledge_preamble(t);
+      break;
+    case ChatFormat::Tulu: {
+      // What the template writes before its loop over the messages.
+      const std::string head = t.substr(0, t.find("for message in messages"));
+      s.lead = has(head, "bos_token") ? bos : has(head, "eos_token") ? eos : "";
+      s.system_role = has(t, "'system'") || has(t, "\"system\"");
+      s.newline_after_last_reply = !has(t, "not loop.last");
+      break;
+    }
+    case ChatFormat::CommandR:
+      s.trim_content = has(t, ".strip()") || has(t, "|trim") || has(t, "| trim");
+      break;
+    case ChatFormat::Mistral:
+      s.spaced_inst = has(t, "' [INST] '") || has(t, "\" [INST] \"");
+      break;
+    default:
+      break;
+  }
+  return s;
+}
+
+}  // namespace sy

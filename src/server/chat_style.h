@@ -1,0 +1,49 @@
+// Reading a chat template's text: which family it belongs to (by its markers, as llama.cpp
+// does) and how it departs from that family's usual rendering. Real templates of one family
+// differ in details a model is trained on (a default system prompt, a date preamble, spaces
+// around [INST], whether replies end with a newline); each is read from the text that
+// produces it and checked against jinja2 renderings of the models' own templates
+// (tests/server/chat_templates).
+#pragma once
+
+#include <string>
+
+namespace sy {
+
+enum class ChatFormat {
+  Unsupported,
+  ChatML,     // <|im_start|>role ... <|im_end|> (Qwen, many others)
+  Llama2,     // [INST] <<SYS>> ... <</SYS>> ... [/INST]
+  Mistral,    // [INST] ... [/INST] (Mistral / Mixtral instruct)
+  Llama3,     // <|start_header_id|>role<|end_header_id|> ... <|eot_id|>
+  Zephyr,     // <|user|>\n ... </s>
+  Tulu,       // <|user|>\n ... \n (OLMoE / Tulu instruct)
+  Gemma,      // <start_of_turn>user ... <end_of_turn>
+  Phi3,       // <|user|>\n ... <|end|>
+  DeepSeek,   // User: ...\n\nAssistant: ... (DeepSeek-MoE / DeepSeek-V2 chat)
+  DeepSeek3,  // <｜User｜> ... <｜Assistant｜>
+  CommandR,   // <|START_OF_TURN_TOKEN|><|USER_TOKEN|> ...
+};
+
+struct ChatStyle {
+  std::string default_system;               // ChatML: the system prompt when none is given (Qwen)
+  std::string knowledge_preamble;           // Llama 3.1+: opens a system turn that is always there
+  std::string lead;                         // Tulu: what precedes the first turn (bos, eos or nothing)
+  bool system_role = true;                  // Tulu: false where the template drops system messages
+  bool newline_after_last_reply = false;    // Tulu 2: every reply ends with a newline
+  bool trim_content = false;                // Command-R: turns are stripped
+  bool spaced_inst = false;                 // Mistral v1: " [INST] " and a space before each reply
+  bool close_last_only_for_prompt = false;  // Qwen1.5: the last turn stays open unless a
+                                            // prompt follows, and no prompt follows a reply
+};
+
+// The family of a template text; Unsupported when none matches.
+ChatFormat detect_chat_format(const std::string& jinja);
+
+// The variant of `format` that `jinja` renders; bos/eos are the texts it writes for
+// bos_token and eos_token. The default style (what `--chat-template NAME` gives) is ChatStyle{}
+// with `lead` = bos.
+ChatStyle read_chat_style(ChatFormat format, const std::string& jinja, const std::string& bos,
+                          const std::string& eos);
+
+}  // namespace sy

@@ -1,0 +1,79 @@
+// Chat templates against renderings nobody here wrote: the models' published
+// tokenizer.chat_template texts (tests/server/chat_templates/, sources in SOURCES.md there)
+// rendered by jinja2 as Hugging Face transformers sets it up
+// (tests/server/chat_template_reference.py). Wherever a template accepts a conversation,
+// the C++ renderer, given the same template text and special tokens, must give the same
+// prompt byte for byte. Where the template refuses one (a system message in a format
+// without a system role), ours folds it in instead, as llama.cpp does; only that it renders
+// is checked there. Skipped when jinja2 is missing (scripts/install-deps installs it).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "server/chat_template.h"
+#include "support/run_cli.h"
+#include "support/temp_file.h"
+
+namespace sy {
+namespace {
+
+using json = nlohmann::json;
+
+const std::string kTemplateDir = std::string(SY_SOURCE_DIR) + "/tests/server/chat_templates";
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<ChatMessage> messages_of(const json& array) {
+  std::vector<ChatMessage> out;
+  for (const auto& m : array)
+    out.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
+  return out;
+}
+
+TEST(ChatTemplateReference, ChatTemplatesMatchJinjaRenderingsOfPublishedTemplates) {
+  if (std::system("python3 -c 'import jinja2' > /dev/null 2>&1") != 0) {
+    GTEST_SKIP()
+        << "the jinja2 Python package is not installed (scripts/install-deps installs it when pip is "
+           "available)";
+  }
+  const test::TempFile cases_file(".json");
+  const test::CliRun r =
+      test::run_command("python3 " + std::string(SY_SOURCE_DIR) +
+                        "/tests/server/chat_template_reference.py " + kTemplateDir + " " + cases_file.path());
+  ASSERT_EQ(r.code, 0) << r.out;
+  const json cases = json::parse(read_text(cases_file.path()));
+
+  std::map<std::string, int> compared;
+  for (const auto& c : cases) {
+    const std::string name = c.at("template");
+    SCOPED_TRACE(name + " with " + c.at("messages").dump() +
+                 (c.at("add_generation_prompt").get<bool>() ? "" : ", no generation prompt"));
+    const ChatTemplate t = ChatTemplate::detect(
+        read_text(kTemplateDir + "/" + name), c.at("bos").get<std::string>(), c.at("eos").get<std::string>());
+    ASSERT_TRUE(t.supported()) << "not recognised";
+    const std::string ours =
+        t.render(messages_of(c.at("messages")), c.at("add_generation_prompt").get<bool>());
+    if (c.contains("error")) {
+      EXPECT_FALSE(ours.empty()) << "jinja2 refused it (" << c.at("error").get<std::string>() << ")";
+      continue;
+    }
+    EXPECT_EQ(ours, c.at("text").get<std::string>()) << "format " << t.name();
+    ++compared[name];
+  }
+  // Every template is compared on at least the lone question and the multi-turn conversation.
+  for (const auto& c : cases) EXPECT_GE(compared[c.at("template").get<std::string>()], 2) << c.at("template");
+  EXPECT_GE(compared.size(), 10u) << r.out;
+}
+
+}  // namespace
+}  // namespace sy
