@@ -110,7 +110,7 @@ Engine::Submit Engine::submit(const std::vector<std::shared_ptr<Request>>& reqs)
   {
     std::lock_guard lock(mu_);
     if (!accepting_) return Submit::ShuttingDown;
-    if (n_waiting_ + inbox_.size() + seqs.size() > cfg_.max_queue) {
+    if (queued_locked() + seqs.size() > cfg_.max_queue) {
       stats_.update([](EngineStatsData& d) { d.requests_rejected++; });
       return Submit::QueueFull;
     }
@@ -126,6 +126,13 @@ Engine::Submit Engine::submit(const std::vector<std::shared_ptr<Request>>& reqs)
     d.prompt_tokens += prompt_tokens;
   });
   return Submit::Ok;
+}
+
+size_t Engine::queued_locked() const {
+  size_t n = 0;
+  for (const auto& r : waiting_reqs_) n += r->cancel_requested() ? 0 : 1;
+  for (const auto& s : inbox_) n += s->req->cancel_requested() ? 0 : 1;
+  return n;
 }
 
 void Engine::stop_accepting() {
@@ -181,7 +188,8 @@ void Engine::loop() {
                      [&](std::unique_ptr<Sequence> s) { finish(*s, FinishReason::Cancelled); });
     {
       std::lock_guard lock(mu_);
-      n_waiting_ = sched_.n_waiting();
+      waiting_reqs_.clear();
+      sched_.for_each_waiting([&](const Sequence& s) { waiting_reqs_.push_back(s.req); });
     }
     step();
   }

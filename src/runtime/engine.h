@@ -88,6 +88,7 @@ class Engine {
   void sample_rows();
   void score_prompt_rows();  // prompt log-probabilities of this step's scored positions
   void finish(Sequence& s, FinishReason r, const std::string& error = {});
+  size_t queued_locked() const;  // waiting sequences whose request is still wanted (mu_ held)
   void apply_penalties(Sequence& s, float* logits) const;
   void record_token(Sequence& s, int32_t token);
   void publish_stats(double forward_seconds);
@@ -109,7 +110,10 @@ class Engine {
   std::condition_variable idle_;  // waiters of wait_idle
   std::vector<std::unique_ptr<Sequence>> inbox_;
   uint64_t next_order_ = 0;
-  size_t n_waiting_ = 0;  // copy of the scheduler's queue length for submit()
+  // The requests of the scheduler's waiting sequences, copied for submit(): one cancelled
+  // while the engine computes a step still waits there until the next, but no longer holds
+  // a place in the queue.
+  std::vector<std::shared_ptr<Request>> waiting_reqs_;
   bool busy_ = false;     // the scheduler has work
   bool accepting_ = true, cancel_all_ = false, stop_ = false;
 

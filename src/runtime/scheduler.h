@@ -108,6 +108,10 @@ class Scheduler {
   void remove_if(Pred pred, Sink sink, bool written = true);
 
   size_t n_waiting() const { return waiting_.size(); }
+  template <class F>
+  void for_each_waiting(F f) const {
+    for (const auto& s : waiting_) f(*s);
+  }
   size_t n_running() const { return running_.size(); }
   bool idle() const { return waiting_.empty() && running_.empty(); }
   const KvCache& cache() const { return cache_; }

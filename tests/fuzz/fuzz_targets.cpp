@@ -111,7 +111,8 @@ void tokenizer_text(const uint8_t* data, size_t size) {
   }
 }
 
-// A template text: detected, then rendered for a conversation with every role.
+// A template text: detected, its variant read (chat_style.cpp), then rendered for a
+// conversation with every role and for one that ends with a reply.
 void chat_template(const uint8_t* data, size_t size) {
   const std::string jinja(reinterpret_cast<const char*>(data), size);
   const ChatTemplate t = ChatTemplate::detect(jinja, "<s>", "</s>");
@@ -119,6 +120,7 @@ void chat_template(const uint8_t* data, size_t size) {
   try {
     (void)t.render({{"system", "Be brief."}, {"user", jinja}, {"assistant", "Yes."}, {"user", "And?"}});
     (void)t.render({{"user", ""}}, false);
+    (void)t.render({{"user", "Hi"}, {"assistant", " Hello "}}, false);
   } catch (const Error&) {
   }
 }

@@ -886,6 +886,40 @@ TEST(ServerOverload, FullQueueGets503WithRetryAfter) {
   EXPECT_GE(srv.metric("switchyard_requests_rejected_total"), 1);
 }
 
+// A waiting request whose client gave up (a disconnect, or a stop string that ended the
+// other choices of its completion) stays in the scheduler until the engine's next step, but
+// must not hold its place in the queue meanwhile: a request submitted in that window used to
+// get queue_full.
+TEST(ServerOverload, ACancelledWaitingRequestGivesUpItsQueuePlaceAtOnce) {
+  EngineConfig ec;
+  ec.parallel = 1;
+  ec.max_queue = 1;
+  ec.ctx_size = 4096;  // a generation of seconds holds the one slot (cancelled at the end)
+  TestServer srv(ec);
+  json body = completion_body("In the beginning God", 4000, true);
+  body["ignore_eos"] = true;
+  std::atomic<int> started{0};
+  std::thread running([&] {
+    http_post_sse(srv.endpoint(), "/v1/completions", body.dump(), [&](const std::string&) {
+      started++;
+      return true;
+    });
+  });
+  while (started == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  GenerationParams g;
+  g.max_tokens = 4;
+  auto waiting = std::make_shared<Request>(std::vector<int32_t>{1, 450, 3333}, g);
+  ASSERT_EQ(srv.engine().submit({waiting}), Engine::Submit::Ok);
+  ASSERT_TRUE(srv.wait_metric("switchyard_queue_depth", 1));
+  auto next = std::make_shared<Request>(std::vector<int32_t>{1, 450, 3333}, g);
+  EXPECT_EQ(srv.engine().submit({next}), Engine::Submit::QueueFull);  // the queue is full
+  waiting->cancel();
+  EXPECT_EQ(srv.engine().submit({next}), Engine::Submit::Ok);  // the cancelled one gave way
+  srv.engine().cancel_all();
+  running.join();
+  EXPECT_TRUE(srv.wait_metric("switchyard_kv_blocks_used", 0));
+}
+
 TEST(ServerAuth, ApiKeyIsRequiredOnTheApi) {
   ServerConfig sc;
   sc.api_key = "sekret";
