@@ -167,7 +167,9 @@ void add_serve(CLI::App& app) {
           "answer 500 until the server is started with --chat-template one of: %s\n",
           ct.origin().c_str(), ChatTemplate::supported_names().c_str());
     } else {
-      std::fprintf(stderr, "serve: chat template %s (%s)\n", ct.name().c_str(), ct.origin().c_str());
+      const std::string variant = describe_chat_style(ct.style());
+      std::fprintf(stderr, "serve: chat template %s (%s%s%s)\n", ct.name().c_str(), ct.origin().c_str(),
+                   variant.empty() ? "" : "; ", variant.c_str());
     }
     if (a->s.api_key.empty() && a->s.host != "127.0.0.1" && a->s.host != "localhost" && a->s.host != "::1") {
       std::fprintf(stderr,

@@ -59,7 +59,8 @@ std::string llama3_knowledge_preamble(const std::string& t) {
   const size_t p = t.find(marker);
   if (p == std::string::npos) return {};
   bool ok = false;
-  const std::string month = literal_run(t, p + marker.size(), "\\n", ok);
+  std::string month = literal_run(t, p + marker.size(), "\\n", ok);
+  while (!month.empty() && month.back() == '\n') month.pop_back();  // a real newline ends it too
   std::string date = "26 Jul 2024";
   if (has(t, "strftime_now")) {
     char buf[32];
@@ -93,10 +94,8 @@ ChatFormat detect_chat_format(const std::string& t) {
   return ChatFormat::Unsupported;
 }
 
-ChatStyle read_chat_style(ChatFormat format, const std::string& t, const std::string& bos,
-                          const std::string& eos) {
+ChatStyle read_chat_style(ChatFormat format, const std::string& t) {
   ChatStyle s;
-  s.lead = bos;
   switch (format) {
     case ChatFormat::ChatML:
       s.default_system = chatml_default_system(t);
@@ -108,7 +107,9 @@ ChatStyle read_chat_style(ChatFormat format, const std::string& t, const std::st
     case ChatFormat::Tulu: {
       // What the template writes before its loop over the messages.
       const std::string head = t.substr(0, t.find("for message in messages"));
-      s.lead = has(head, "bos_token") ? bos : has(head, "eos_token") ? eos : "";
+      s.lead = has(head, "bos_token")   ? ChatStyle::Lead::Bos
+               : has(head, "eos_token") ? ChatStyle::Lead::Eos
+                                        : ChatStyle::Lead::Nothing;
       s.system_role = has(t, "'system'") || has(t, "\"system\"");
       s.newline_after_last_reply = !has(t, "not loop.last");
       break;
@@ -123,6 +124,22 @@ ChatStyle read_chat_style(ChatFormat format, const std::string& t, const std::st
       break;
   }
   return s;
+}
+
+std::string describe_chat_style(const ChatStyle& s) {
+  const ChatStyle usual;
+  std::string out;
+  auto add = [&](const std::string& part) { out += (out.empty() ? "" : "; ") + part; };
+  if (!s.default_system.empty()) add("default system prompt \"" + s.default_system + "\"");
+  if (!s.knowledge_preamble.empty()) add("knowledge-date system turn");
+  if (s.lead != usual.lead)
+    add(s.lead == ChatStyle::Lead::Eos ? "eos first" : "nothing before the first turn");
+  if (s.system_role != usual.system_role) add("system messages dropped");
+  if (s.newline_after_last_reply != usual.newline_after_last_reply) add("newline after the last reply");
+  if (s.trim_content != usual.trim_content) add("turns stripped");
+  if (s.spaced_inst != usual.spaced_inst) add("spaces around [INST]");
+  if (s.close_last_only_for_prompt != usual.close_last_only_for_prompt) add("last turn left open");
+  return out;
 }
 
 }  // namespace sy

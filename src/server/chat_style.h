@@ -26,9 +26,10 @@ enum class ChatFormat {
 };
 
 struct ChatStyle {
+  enum class Lead { Bos, Eos, Nothing };
   std::string default_system;               // ChatML: the system prompt when none is given (Qwen)
   std::string knowledge_preamble;           // Llama 3.1+: opens a system turn that is always there
-  std::string lead;                         // Tulu: what precedes the first turn (bos, eos or nothing)
+  Lead lead = Lead::Bos;                    // Tulu: what precedes the first turn
   bool system_role = true;                  // Tulu: false where the template drops system messages
   bool newline_after_last_reply = false;    // Tulu 2: every reply ends with a newline
   bool trim_content = false;                // Command-R: turns are stripped
@@ -40,10 +41,12 @@ struct ChatStyle {
 // The family of a template text; Unsupported when none matches.
 ChatFormat detect_chat_format(const std::string& jinja);
 
-// The variant of `format` that `jinja` renders; bos/eos are the texts it writes for
-// bos_token and eos_token. The default style (what `--chat-template NAME` gives) is ChatStyle{}
-// with `lead` = bos.
-ChatStyle read_chat_style(ChatFormat format, const std::string& jinja, const std::string& bos,
-                          const std::string& eos);
+// The variant of `format` that `jinja` renders. ChatStyle{} is each family's usual form,
+// what `--chat-template NAME` renders.
+ChatStyle read_chat_style(ChatFormat format, const std::string& jinja);
+
+// How `style` departs from its family's usual form, for the startup log ("" when it does
+// not): "default system prompt \"You are Qwen, ...\"; spaces around [INST]".
+std::string describe_chat_style(const ChatStyle& style);
 
 }  // namespace sy

@@ -54,11 +54,10 @@ ChatTemplate ChatTemplate::detect(const std::string& jinja, const std::string& b
   t.eos_ = eos;
   if (jinja.empty()) {
     t.format_ = ChatFormat::ChatML;
-    t.style_.lead = bos;
     t.origin_ = "default (the model has no tokenizer.chat_template)";
   } else {
     t.format_ = detect_chat_format(jinja);
-    t.style_ = read_chat_style(t.format_, jinja, bos, eos);
+    t.style_ = read_chat_style(t.format_, jinja);
     t.origin_ = "tokenizer.chat_template";
   }
   return t;
@@ -69,7 +68,6 @@ ChatTemplate ChatTemplate::named(const std::string& name, const std::string& bos
     if (name == n.name) {
       ChatTemplate t;
       t.format_ = n.format;
-      t.style_.lead = bos;
       t.bos_ = bos;
       t.eos_ = eos;
       t.origin_ = "--chat-template";
@@ -163,7 +161,7 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& input, bool gen
       if (gen) out += "<|assistant|>\n";
       break;
     case ChatFormat::Tulu:
-      out += style_.lead;
+      if (style_.lead != ChatStyle::Lead::Nothing) out += style_.lead == ChatStyle::Lead::Bos ? bos_ : eos_;
       for (size_t i = 0; i < input.size(); ++i) {
         const auto& m = input[i];
         if (m.role == "assistant") {

@@ -31,6 +31,7 @@ class ChatTemplate {
   bool supported() const { return format_ != ChatFormat::Unsupported; }
   ChatFormat format() const { return format_; }
   std::string name() const;
+  const ChatStyle& style() const { return style_; }
   // Where it came from, for the startup log ("tokenizer.chat_template", "default", ...).
   const std::string& origin() const { return origin_; }
 

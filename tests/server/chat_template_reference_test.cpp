@@ -75,5 +75,20 @@ TEST(ChatTemplateReference, ChatTemplatesMatchJinjaRenderingsOfPublishedTemplate
   EXPECT_GE(compared.size(), 10u) << r.out;
 }
 
+// What serve prints at startup says which variant of its family a template was read as.
+TEST(ChatTemplateReference, TheStartupLogNamesEachTemplatesVariant) {
+  auto variant = [](const std::string& file, const std::string& bos, const std::string& eos) {
+    return describe_chat_style(ChatTemplate::detect(read_text(kTemplateDir + "/" + file), bos, eos).style());
+  };
+  EXPECT_EQ(variant("Qwen--Qwen2.5-7B-Instruct.jinja", "", "<|im_end|>"),
+            "default system prompt \"You are Qwen, created by Alibaba Cloud. You are a helpful assistant.\"");
+  EXPECT_EQ(variant("meta-llama--Llama-3.1-8B-Instruct.jinja", "<|begin_of_text|>", "<|eot_id|>"),
+            "knowledge-date system turn");
+  EXPECT_EQ(variant("allenai--OLMo-7B-Instruct.jinja", "", "<|endoftext|>"),
+            "eos first; system messages dropped; newline after the last reply");
+  EXPECT_EQ(variant("mistralai--Mistral-7B-Instruct-v0.2.jinja", "<s>", "</s>"), "spaces around [INST]");
+  EXPECT_EQ(variant("mistralai--Mixtral-8x7B-Instruct-v0.1.jinja", "<s>", "</s>"), "");  // the usual form
+}
+
 }  // namespace
 }  // namespace sy
