@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <thread>
 
 #include "base/error.h"
@@ -23,6 +25,7 @@ struct ServeArgs {
   double shutdown_timeout = 30.0;
   std::string alias;
   std::string trace;  // --trace-experts
+  std::string chat_template_file;
 };
 
 // Waits for SIGINT/SIGTERM (blocked in every thread, so only this one sees them): the
@@ -113,9 +116,12 @@ void add_serve(CLI::App& app) {
       ->envname("SWITCHYARD_API_KEY");
   c->add_option("--alias", a->alias,
                 "Model name clients pass as \"model\" (default: the file name without .gguf)");
-  c->add_option(
+  auto* named = c->add_option(
       "--chat-template", a->s.chat_template,
       "Chat format instead of the model's tokenizer.chat_template: " + ChatTemplate::supported_names());
+  c->add_option("--chat-template-file", a->chat_template_file,
+                "Jinja chat template to use instead of the model's (its family and variant are read from it)")
+      ->excludes(named);
   c->add_option("--max-body", a->s.max_body_bytes, "Largest request body in bytes (larger: 413)")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30))
       ->capture_default_str();
@@ -131,6 +137,15 @@ void add_serve(CLI::App& app) {
                 "Record each engine step's per-expert token counts to FILE (binary; *.jsonl: JSON lines), "
                 "written out when the server stops");
   c->callback([a] {
+    if (!a->chat_template_file.empty()) {
+      std::ifstream in(a->chat_template_file, std::ios::binary);
+      if (!in) throw Error("--chat-template-file: cannot read " + a->chat_template_file);
+      std::stringstream text;
+      text << in.rdbuf();
+      a->s.chat_template_text = text.str();
+      if (a->s.chat_template_text.empty()) throw Error("--chat-template-file: " + a->chat_template_file + " is empty");
+      a->s.chat_template_origin = "--chat-template-file " + a->chat_template_file;
+    }
     auto model = load_model(a->m);
     // Ctrl-C during the load just ends the process. After it, block the shutdown signals
     // before any serving thread exists, so that only the watcher sees them. (Threads the

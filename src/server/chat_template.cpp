@@ -48,7 +48,8 @@ std::vector<ChatMessage> fold_system(const std::vector<ChatMessage>& in, const s
 
 }  // namespace
 
-ChatTemplate ChatTemplate::detect(const std::string& jinja, const std::string& bos, const std::string& eos) {
+ChatTemplate ChatTemplate::detect(const std::string& jinja, const std::string& bos, const std::string& eos,
+                                  const std::string& origin) {
   ChatTemplate t;
   t.bos_ = bos;
   t.eos_ = eos;
@@ -58,7 +59,7 @@ ChatTemplate ChatTemplate::detect(const std::string& jinja, const std::string& b
   } else {
     t.format_ = detect_chat_format(jinja);
     t.style_ = read_chat_style(t.format_, jinja);
-    t.origin_ = "tokenizer.chat_template";
+    t.origin_ = origin;
   }
   return t;
 }

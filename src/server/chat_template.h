@@ -23,7 +23,9 @@ class ChatTemplate {
   // From the model's template text (empty: no template in the model -> ChatML, as
   // llama.cpp does) or a format name given by the user ("chatml", "llama2", ...). The
   // special-token texts are used where a template writes bos_token / eos_token.
-  static ChatTemplate detect(const std::string& jinja, const std::string& bos, const std::string& eos);
+  // `origin` names where a template text came from.
+  static ChatTemplate detect(const std::string& jinja, const std::string& bos, const std::string& eos,
+                             const std::string& origin = "tokenizer.chat_template");
   // Throws sy::Error listing the names when `name` is not one.
   static ChatTemplate named(const std::string& name, const std::string& bos, const std::string& eos);
   static std::string supported_names();

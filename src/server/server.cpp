@@ -65,10 +65,16 @@ Server::Server(Engine& engine, ServerConfig cfg)
   const Tokenizer& tok = engine_.model().tokenizer();
   const std::string bos = tok.bos_id() >= 0 ? tok.token_text(tok.bos_id()) : "";
   const std::string eos = tok.eos_id() >= 0 ? tok.token_text(tok.eos_id()) : "";
-  chat_ =
-      cfg_.chat_template.empty()
-          ? ChatTemplate::detect(engine_.model().file().get_string("tokenizer.chat_template", ""), bos, eos)
-          : ChatTemplate::named(cfg_.chat_template, bos, eos);
+  if (!cfg_.chat_template.empty()) {
+    chat_ = ChatTemplate::named(cfg_.chat_template, bos, eos);
+  } else if (!cfg_.chat_template_text.empty()) {
+    chat_ = ChatTemplate::detect(cfg_.chat_template_text, bos, eos, cfg_.chat_template_origin);
+    if (!chat_.supported())
+      throw Error(cfg_.chat_template_origin + ": the template is none of the chat formats switchyard renders; "
+                  "pick the closest with --chat-template (" + ChatTemplate::supported_names() + ")");
+  } else {
+    chat_ = ChatTemplate::detect(engine_.model().file().get_string("tokenizer.chat_template", ""), bos, eos);
+  }
   const auto& ec = engine_.config();
   const int threads =
       cfg_.http_threads > 0 ? cfg_.http_threads : ec.parallel + static_cast<int>(ec.max_queue) + 16;

@@ -24,6 +24,8 @@ struct ServerConfig {
   std::string api_key;        // when set, /v1/* need "Authorization: Bearer KEY"
   std::string model_id;       // the name clients pass as "model"
   std::string chat_template;  // a format name overriding the model's template
+  std::string chat_template_text;    // or a Jinja template overriding it (must be a supported family)
+  std::string chat_template_origin = "the given chat template";  // where that text came from
   size_t max_body_bytes = 8u << 20;
   int http_threads = 0;  // 0: enough for every queued and running request, and then some
   bool log_requests = false;
@@ -31,7 +33,7 @@ struct ServerConfig {
 
 class Server {
  public:
-  // Throws sy::Error for a bad --chat-template.
+  // Throws sy::Error for a bad --chat-template, or a chat_template_text of no supported family.
   Server(Engine& engine, ServerConfig cfg);
   ~Server();
   Server(const Server&) = delete;

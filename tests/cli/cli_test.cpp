@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "support/run_cli.h"
@@ -154,6 +155,24 @@ TEST(Cli, BadInputGivesClearErrors) {
     EXPECT_NE(r.code, 0) << flag;
     EXPECT_NE(r.out.find("requires --expert-cache"), std::string::npos) << flag << ": " << r.out;
   }
+  // A chat template file that cannot be used stops serve before it loads the model.
+  r = run("serve -m " + mixtral() + " --port 0 --chat-template-file /nonexistent.jinja");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--chat-template-file: cannot read /nonexistent.jinja"), std::string::npos) << r.out;
+  r = run("serve -m " + mixtral() + " --port 0 --chat-template-file /dev/null");
+  EXPECT_NE(r.out.find("--chat-template-file: /dev/null is empty"), std::string::npos) << r.out;
+  {
+    test::TempFile odd(".jinja");
+    std::ofstream(odd.path()) << "{% for m in messages %}### {{ m.role }}: {{ m.content }}{% endfor %}";
+    r = run("serve -m " + mixtral() + " --port 0 --chat-template-file " + odd.path());
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.out.find("none of the chat formats switchyard renders; pick the closest with --chat-template"),
+              std::string::npos)
+        << r.out;
+  }
+  r = run("serve -m " + mixtral() + " --port 0 --chat-template chatml --chat-template-file x.jinja");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("excludes"), std::string::npos) << r.out;
   r = run("generate -m " + test::shared_path("fixtures/tokenizers/ggml-vocab-gpt-2.gguf") + " -p hi");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("general.architecture"), std::string::npos) << r.out;

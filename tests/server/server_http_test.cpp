@@ -5,8 +5,10 @@
 
 #include <array>
 #include <atomic>
+#include <fstream>
 #include <map>
 #include <random>
+#include <sstream>
 
 #include "base/error.h"
 #include "runtime/perplexity.h"
@@ -939,6 +941,44 @@ TEST(ServerAuth, ApiKeyIsRequiredOnTheApi) {
 
 // A second server on a port that one already listens on must fail to start, not share the
 // port with it (the kernel would split the connections between the two).
+// --chat-template-file: a template given as text replaces the model's, its variant read as
+// from a model (here Qwen2.5's default system prompt, published text in chat_templates/).
+TEST(ServerChatTemplate, ATemplateFileReplacesTheModelsTemplate) {
+  ServerConfig sc;
+  std::ifstream in(std::string(SY_SOURCE_DIR) + "/tests/server/chat_templates/Qwen--Qwen2.5-7B-Instruct.jinja");
+  std::stringstream text;
+  text << in.rdbuf();
+  sc.chat_template_text = text.str();
+  sc.chat_template_origin = "--chat-template-file qwen.jinja";
+  TestServer srv({}, sc);
+  HttpReply r = http_get(srv.endpoint(), "/v1/models");
+  EXPECT_EQ(json::parse(r.body)["data"][0]["meta"]["chat_template"], "chatml") << r.body;
+  const json body = {{"model", "tiny"},
+                     {"messages", json::array({{{"role", "user"}, {"content", "Hello"}}})},
+                     {"max_tokens", 1}};
+  r = http_post(srv.endpoint(), "/v1/chat/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Tokenizer& tok = srv.engine().model().tokenizer();
+  const std::string want =
+      "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+      "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n";
+  EXPECT_EQ(json::parse(r.body)["usage"]["prompt_tokens"], tok.encode(want, tok.add_bos_default(), true).size());
+  // A text of no family the server renders is refused at start, naming where it came from.
+  sc.chat_template_text = "{% for m in messages %}### {{ m.content }}{% endfor %}";
+  EXPECT_THROW(
+      {
+        try {
+          TestServer odd({}, sc);
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("--chat-template-file qwen.jinja: the template is none"),
+                    std::string::npos)
+              << e.what();
+          throw;
+        }
+      },
+      Error);
+}
+
 TEST(ServerBind, ASecondServerOnABusyPortIsRefused) {
   TestServer first;
   EngineConfig ec;
