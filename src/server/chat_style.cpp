@@ -100,6 +100,7 @@ ChatStyle read_chat_style(ChatFormat format, const std::string& t) {
     case ChatFormat::ChatML:
       s.default_system = chatml_default_system(t);
       s.close_last_only_for_prompt = has(t, "messages[-1]['role'] != 'assistant'");
+      s.think_blocks = has(t, "reasoning_content") && has(t, "last_query_index");
       break;
     case ChatFormat::Llama3:
       s.knowledge_preamble = llama3_knowledge_preamble(t);
@@ -139,6 +140,7 @@ std::string describe_chat_style(const ChatStyle& s) {
   if (s.trim_content != usual.trim_content) add("turns stripped");
   if (s.spaced_inst != usual.spaced_inst) add("spaces around [INST]");
   if (s.close_last_only_for_prompt != usual.close_last_only_for_prompt) add("last turn left open");
+  if (s.think_blocks != usual.think_blocks) add("<think> blocks in replies");
   return out;
 }
 

@@ -27,6 +27,28 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
+std::string strip_newlines(const std::string& s, bool front, bool back) {
+  size_t b = 0, e = s.size();
+  while (front && b < e && s[b] == '\n') ++b;
+  while (back && e > b && s[e - 1] == '\n') --e;
+  return s.substr(b, e - b);
+}
+
+// A reply as Qwen3's template writes it: a <think>...</think> block in the content is cut
+// off, and shown again only for a reply after the conversation's last question: the last
+// message (its block empty when there was none), or any with reasoning.
+std::string qwen3_reply(const std::string& content, bool after_last_question, bool last) {
+  std::string answer = content, reasoning;
+  if (const size_t close = content.find("</think>"); close != std::string::npos) {
+    reasoning = strip_newlines(content.substr(0, close), false, true);
+    if (const size_t open = reasoning.rfind("<think>"); open != std::string::npos) reasoning.erase(0, open + 7);
+    reasoning = strip_newlines(reasoning, true, false);
+    answer = strip_newlines(content.substr(content.rfind("</think>") + 8), true, false);
+  }
+  if (!after_last_question || (!last && reasoning.empty())) return answer;
+  return "<think>\n" + strip_newlines(reasoning, true, true) + "\n</think>\n\n" + strip_newlines(answer, true, false);
+}
+
 // System messages folded into the first user turn, for formats without a system role.
 std::vector<ChatMessage> fold_system(const std::vector<ChatMessage>& in, const std::string& sep) {
   std::vector<ChatMessage> out;
@@ -106,8 +128,18 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& input, bool gen
         out += "<|im_start|>system\n" + style_.default_system + "<|im_end|>\n";
       }
       const bool open_last = style_.close_last_only_for_prompt && !gen;
+      size_t last_question = input.size() - 1;  // as Qwen3's template: the last message when no user's
+      for (size_t i = input.size(); i-- > 0;) {
+        if (input[i].role == "user") {
+          last_question = i;
+          break;
+        }
+      }
       for (size_t i = 0; i < input.size(); ++i) {
-        out += "<|im_start|>" + input[i].role + "\n" + input[i].content;
+        std::string content = input[i].content;
+        if (style_.think_blocks && input[i].role == "assistant")
+          content = qwen3_reply(content, i > last_question, i + 1 == input.size());
+        out += "<|im_start|>" + input[i].role + "\n" + content;
         if (i + 1 < input.size() || !open_last) out += "<|im_end|>\n";
       }
       const bool after_reply = !input.empty() && input.back().role == "assistant";

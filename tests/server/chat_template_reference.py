@@ -37,6 +37,12 @@ CONVERSATIONS = [
         {"role": "assistant", "content": "   I am an assistant   "},
         {"role": "user", "content": "  Two lines:\nfirst\nsecond  "},
     ],
+    # A reply sent back with its reasoning (Qwen3 drops it from history replies).
+    [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "<think>\nA greeting.\n</think>\n\nHello!"},
+        {"role": "user", "content": "Bye"},
+    ],
     [
         {"role": "system", "content": "Be terse."},
         {"role": "user", "content": "Name a colour"},
