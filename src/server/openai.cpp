@@ -310,7 +310,9 @@ CompletionJob parse_completion_request(const json& body, Endpoint ep, const ApiC
   for (const auto& p : job.prompts) {
     const int64_t np = static_cast<int64_t>(p.size());
     if (np == 0) throw invalid_value(prompt_key, "the prompt is empty (it has no tokens).");
-    if (np >= ctx.ctx_size) {
+    // A prompt may fill the whole context when max_tokens asks for nothing after it (scoring a
+    // window of the context's size, as evaluation harnesses do); more is refused below.
+    if (np > ctx.ctx_size || (np == ctx.ctx_size && !max_tokens)) {
       throw ApiError(400,
                      "This model's maximum context length is " + std::to_string(ctx.ctx_size) +
                          " tokens, however your " + (chat ? "messages" : "prompt") + " resulted in " +

@@ -840,6 +840,38 @@ TEST(ServerScoring, PromptLogprobsGiveThePerplexityToolsFigure) {
   EXPECT_NEAR(sum / static_cast<double>(want.n_scored), want.nll, 1e-5 * want.nll);
 }
 
+// A window as long as the whole context is scored when nothing is generated after it (what
+// `perplexity -c N` and evaluation harnesses ask of a server whose context is N); asking for a
+// token more is refused, naming max_tokens.
+TEST(ServerScoring, AWindowOfTheWholeContextIsScored) {
+  EngineConfig ec;
+  ec.ctx_size = 256;
+  TestServer srv(ec);
+  const Model& m = test::tiny_model();
+  const std::string text = test::read_text_file(test::shared_path("models/tiny-mixtral/valid.txt"));
+  const std::vector<int32_t> tokens = m.tokenizer().encode(text, true, false);
+  const int64_t n_ctx = 256;
+  const std::vector<int32_t> window(tokens.begin(), tokens.begin() + n_ctx);
+  json body = {{"model", "tiny"}, {"prompt", window}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 0}};
+  HttpReply r = http_post(srv.endpoint(), "/v1/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json lp = json::parse(r.body)["choices"][0]["logprobs"]["token_logprobs"];
+  ASSERT_EQ(lp.size(), static_cast<size_t>(n_ctx));
+  double nll = 0.0;
+  for (int64_t p = n_ctx / 2; p < n_ctx - 1; ++p) nll -= lp[p + 1].get<double>();
+  ThreadPool pool(2);
+  const PerplexityResult want = perplexity(m, tokens, n_ctx, pool, {}, 1);
+  EXPECT_NEAR(nll / static_cast<double>(want.n_scored), want.nll, 1e-5 * want.nll);
+  body["max_tokens"] = 1;
+  r = http_post(srv.endpoint(), "/v1/completions", body.dump());
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(json::parse(r.body)["error"]["param"], "max_tokens") << r.body;
+  body.erase("max_tokens");  // the default would generate: refused too, naming the prompt
+  r = http_post(srv.endpoint(), "/v1/completions", body.dump());
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "context_length_exceeded") << r.body;
+}
+
 TEST(ServerCancel, NonStreamingClientThatGivesUpIsNoticedToo) {
   EngineConfig ec;
   ec.ctx_size = 4096;  // a generation of seconds, so the client surely gives up first
