@@ -125,7 +125,7 @@ void parse_chat(const json& body, const ApiContext& ctx, CompletionJob& job) {
         500,
         "This model's chat template is not supported by switchyard, so /v1/chat/completions is unavailable; "
         "use /v1/completions, or restart the server with --chat-template one of: " +
-            ChatTemplate::supported_names() + ".",
+            ChatTemplate::supported_names() + " (or --chat-template-file with a template of one of them).",
         "", "chat_template_unsupported", "server_error");
   }
   const std::string text = ctx.chat->render(messages, true);

@@ -87,7 +87,8 @@ TEST(ServerText, ChatRequestWithUnsupportedTemplateSaysSo) {
     FAIL() << "expected an error";
   } catch (const ApiError& e) {
     EXPECT_EQ(e.code, "chat_template_unsupported");
-    EXPECT_NE(std::string(e.what()).find("--chat-template"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("--chat-template one of"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("--chat-template-file"), std::string::npos);
   }
 }
 
