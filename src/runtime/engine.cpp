@@ -186,11 +186,6 @@ void Engine::loop() {
     incoming_.clear();
     sched_.remove_if([&](const Sequence& s) { return cancel_all || s.req->cancel_requested(); },
                      [&](std::unique_ptr<Sequence> s) { finish(*s, FinishReason::Cancelled); });
-    {
-      std::lock_guard lock(mu_);
-      waiting_reqs_.clear();
-      sched_.for_each_waiting([&](const Sequence& s) { waiting_reqs_.push_back(s.req); });
-    }
     step();
   }
   std::lock_guard lock(mu_);
@@ -199,7 +194,15 @@ void Engine::loop() {
 }
 
 void Engine::step() {
-  if (!sched_.schedule(plan_)) {
+  const bool work = sched_.schedule(plan_);
+  {
+    // What still waits once this step's sequences are admitted: the queue submit() sees
+    // while the step computes.
+    std::lock_guard lock(mu_);
+    waiting_reqs_.clear();
+    sched_.for_each_waiting([&](const Sequence& s) { waiting_reqs_.push_back(s.req); });
+  }
+  if (!work) {
     publish_stats(0.0);
     return;
   }

@@ -110,9 +110,9 @@ class Engine {
   std::condition_variable idle_;  // waiters of wait_idle
   std::vector<std::unique_ptr<Sequence>> inbox_;
   uint64_t next_order_ = 0;
-  // The requests of the scheduler's waiting sequences, copied for submit(): one cancelled
-  // while the engine computes a step still waits there until the next, but no longer holds
-  // a place in the queue.
+  // The requests of the scheduler's waiting sequences once a step's are admitted, copied for
+  // submit(): one cancelled while the engine computes the step still waits there until the
+  // next, but no longer holds a place in the queue.
   std::vector<std::shared_ptr<Request>> waiting_reqs_;
   bool busy_ = false;     // the scheduler has work
   bool accepting_ = true, cancel_all_ = false, stop_ = false;
