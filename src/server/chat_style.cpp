@@ -121,6 +121,9 @@ ChatStyle read_chat_style(ChatFormat format, const std::string& t) {
     case ChatFormat::Mistral:
       s.spaced_inst = has(t, "' [INST] '") || has(t, "\" [INST] \"");
       break;
+    case ChatFormat::Phi3:
+      s.drop_empty_system = has(t, "'system' and message['content']");
+      break;
     default:
       break;
   }
@@ -140,6 +143,7 @@ std::string describe_chat_style(const ChatStyle& s) {
   if (s.trim_content != usual.trim_content) add("turns stripped");
   if (s.spaced_inst != usual.spaced_inst) add("spaces around [INST]");
   if (s.close_last_only_for_prompt != usual.close_last_only_for_prompt) add("last turn left open");
+  if (s.drop_empty_system != usual.drop_empty_system) add("empty system messages dropped");
   if (s.think_blocks != usual.think_blocks) add("<think> blocks in replies");
   return out;
 }

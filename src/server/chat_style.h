@@ -34,6 +34,7 @@ struct ChatStyle {
   bool newline_after_last_reply = false;    // Tulu 2: every reply ends with a newline
   bool trim_content = false;                // Command-R: turns are stripped
   bool spaced_inst = false;                 // Mistral v1: " [INST] " and a space before each reply
+  bool drop_empty_system = false;           // Phi-3.5: an empty system message is left out
   bool think_blocks = false;                // Qwen3: replies in history lose their <think>
                                             // block; a reply after the last question shows one
   bool close_last_only_for_prompt = false;  // Qwen1.5: the last turn stays open unless a

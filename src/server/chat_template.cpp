@@ -49,22 +49,26 @@ std::string qwen3_reply(const std::string& content, bool after_last_question, bo
   return "<think>\n" + strip_newlines(reasoning, true, true) + "\n</think>\n\n" + strip_newlines(answer, true, false);
 }
 
-// System messages folded into the first user turn, for formats without a system role.
+// System messages folded into the first user turn, for formats without a system role. An
+// empty one still brings its separator, as Mistral's template writes it.
 std::vector<ChatMessage> fold_system(const std::vector<ChatMessage>& in, const std::string& sep) {
   std::vector<ChatMessage> out;
   std::string system;
+  bool pending = false;
   for (const auto& m : in) {
     if (m.role == "system") {
-      system += (system.empty() ? "" : "\n\n") + m.content;
+      system += (pending ? "\n\n" : "") + m.content;
+      pending = true;
       continue;
     }
     out.push_back(m);
-    if (!system.empty() && m.role == "user") {
+    if (pending && m.role == "user") {
       out.back().content = system + sep + m.content;
       system.clear();
+      pending = false;
     }
   }
-  if (!system.empty()) out.insert(out.begin(), ChatMessage{"user", system});
+  if (pending) out.insert(out.begin(), ChatMessage{"user", system});
   return out;
 }
 
@@ -148,14 +152,15 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& input, bool gen
     }
     case ChatFormat::Llama2: {
       std::string system;
-      bool first = true;
+      bool first = true, has_system = false;  // an empty system prompt is still wrapped
       for (const auto& m : input) {
         if (m.role == "system") {
           system = m.content;
+          has_system = true;
           continue;
         }
         std::string content = m.content;
-        if (first && !system.empty()) content = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content;
+        if (first && has_system) content = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content;
         first = false;
         if (m.role == "user")
           out += bos_ + "[INST] " + trim(content) + " [/INST]";
@@ -215,7 +220,10 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& input, bool gen
       if (gen) out += "<start_of_turn>model\n";
       break;
     case ChatFormat::Phi3:
-      for (const auto& m : input) out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
+      for (const auto& m : input) {
+        if (style_.drop_empty_system && m.role == "system" && m.content.empty()) continue;
+        out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
+      }
       out += gen ? "<|assistant|>\n" : eos_;
       break;
     case ChatFormat::DeepSeek:

@@ -20,9 +20,10 @@ from datetime import datetime
 from jinja2.exceptions import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-# Conversations a server gets: a lone question, a system prompt, several turns, text with
-# surrounding whitespace and newlines (templates differ in whether they trim), and an
-# assistant turn last (rendered with and without the generation prompt).
+# Conversations a server gets: a lone question, a system prompt (also an empty one), several
+# turns, text with surrounding whitespace and newlines (templates differ in whether they trim)
+# or beyond ASCII, a reply sent back with its reasoning, and an assistant turn last (rendered
+# with and without the generation prompt).
 CONVERSATIONS = [
     [{"role": "user", "content": "Hello"}],
     [{"role": "system", "content": "You are a helpful assistant"}, {"role": "user", "content": "Hello"}],
@@ -37,6 +38,8 @@ CONVERSATIONS = [
         {"role": "assistant", "content": "   I am an assistant   "},
         {"role": "user", "content": "  Two lines:\nfirst\nsecond  "},
     ],
+    # An empty system prompt, and text beyond ASCII.
+    [{"role": "system", "content": ""}, {"role": "user", "content": "Grüße, 你好 🙂"}],
     # A reply sent back with its reasoning (Qwen3 drops it from history replies).
     [
         {"role": "user", "content": "Hi"},

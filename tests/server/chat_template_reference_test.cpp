@@ -83,6 +83,7 @@ TEST(ChatTemplateReference, TheStartupLogNamesEachTemplatesVariant) {
   EXPECT_EQ(variant("Qwen--Qwen2.5-7B-Instruct.jinja", "", "<|im_end|>"),
             "default system prompt \"You are Qwen, created by Alibaba Cloud. You are a helpful assistant.\"");
   EXPECT_EQ(variant("Qwen--Qwen3-0.6B.jinja", "", "<|im_end|>"), "<think> blocks in replies");
+  EXPECT_EQ(variant("microsoft--Phi-3.5-mini-instruct.jinja", "<s>", "<|endoftext|>"), "empty system messages dropped");
   EXPECT_EQ(variant("meta-llama--Llama-3.1-8B-Instruct.jinja", "<|begin_of_text|>", "<|eot_id|>"),
             "knowledge-date system turn");
   EXPECT_EQ(variant("allenai--OLMo-7B-Instruct.jinja", "", "<|endoftext|>"),
