@@ -6,9 +6,14 @@
 // shell that ignores it for background jobs would be lost.
 #pragma once
 
+#include <signal.h>
+
 namespace sy {
 
-// Blocks SIGINT and SIGTERM in the calling thread; call first thing in a worker thread.
+// SIGINT and SIGTERM: the signals that ask the process to stop.
+sigset_t stop_signals();
+
+// Blocks them in the calling thread; call first thing in a worker thread.
 void block_stop_signals_in_this_thread();
 
 }  // namespace sy

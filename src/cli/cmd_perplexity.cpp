@@ -1,9 +1,7 @@
 // switchyard perplexity: llama.cpp-compatible perplexity of a text file.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -38,11 +36,7 @@ void add_perplexity(CLI::App& app) {
   c->add_option("--trace-experts", a->trace, "Record each step's per-expert token counts to FILE (binary; *.jsonl: JSON lines)");
   c->add_flag("--json", a->json, "Print the result as a JSON object");
   c->callback([a] {
-    std::ifstream in(a->file, std::ios::binary);
-    if (!in) throw Error("perplexity: cannot read " + a->file);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string text = ss.str();
+    std::string text = read_whole_file(a->file, "perplexity");
     if (!text.empty() && text.back() == '\n') text.pop_back();  // as llama.cpp's file loader
     auto model = load_model(a->m);
     const Tokenizer& tok = model->tokenizer();

@@ -4,12 +4,11 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <thread>
 
 #include "base/error.h"
+#include "base/worker_signals.h"
 #include "cli/common.h"
 #include "experts/trace.h"
 #include "runtime/engine.h"
@@ -43,10 +42,7 @@ class SignalWatcher {
 
  private:
   void watch() {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
+    const sigset_t set = stop_signals();
     const timespec tick{0, 100 * 1000 * 1000};
     int count = 0;
     while (!done_) {
@@ -138,11 +134,7 @@ void add_serve(CLI::App& app) {
                 "written out when the server stops");
   c->callback([a] {
     if (!a->chat_template_file.empty()) {
-      std::ifstream in(a->chat_template_file, std::ios::binary);
-      if (!in) throw Error("--chat-template-file: cannot read " + a->chat_template_file);
-      std::stringstream text;
-      text << in.rdbuf();
-      a->s.chat_template_text = text.str();
+      a->s.chat_template_text = read_whole_file(a->chat_template_file, "--chat-template-file");
       if (a->s.chat_template_text.empty()) throw Error("--chat-template-file: " + a->chat_template_file + " is empty");
       a->s.chat_template_origin = "--chat-template-file " + a->chat_template_file;
     }
@@ -151,11 +143,7 @@ void add_serve(CLI::App& app) {
     // before any serving thread exists, so that only the watcher sees them. (Threads the
     // load started, the expert store's readers and thread pools, block them themselves:
     // base/worker_signals.h.)
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    block_stop_signals_in_this_thread();
     signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
 
     a->e.n_threads = a->m.n_threads();

@@ -9,14 +9,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 
 #include "server/chat_template.h"
 #include "support/run_cli.h"
+#include "support/shared_data.h"
 #include "support/temp_file.h"
 
 namespace sy {
@@ -25,13 +24,6 @@ namespace {
 using json = nlohmann::json;
 
 const std::string kTemplateDir = std::string(SY_SOURCE_DIR) + "/tests/server/chat_templates";
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::vector<ChatMessage> messages_of(const json& array) {
   std::vector<ChatMessage> out;
@@ -51,15 +43,16 @@ TEST(ChatTemplateReference, ChatTemplatesMatchJinjaRenderingsOfPublishedTemplate
       test::run_command("python3 " + std::string(SY_SOURCE_DIR) +
                         "/tests/server/chat_template_reference.py " + kTemplateDir + " " + cases_file.path());
   ASSERT_EQ(r.code, 0) << r.out;
-  const json cases = json::parse(read_text(cases_file.path()));
+  const json cases = json::parse(test::read_text_file(cases_file.path()));
 
   std::map<std::string, int> compared;
   for (const auto& c : cases) {
     const std::string name = c.at("template");
     SCOPED_TRACE(name + " with " + c.at("messages").dump() +
                  (c.at("add_generation_prompt").get<bool>() ? "" : ", no generation prompt"));
-    const ChatTemplate t = ChatTemplate::detect(
-        read_text(kTemplateDir + "/" + name), c.at("bos").get<std::string>(), c.at("eos").get<std::string>());
+    const ChatTemplate t =
+        ChatTemplate::detect(test::read_text_file(kTemplateDir + "/" + name), c.at("bos").get<std::string>(),
+                             c.at("eos").get<std::string>());
     ASSERT_TRUE(t.supported()) << "not recognised";
     const std::string ours =
         t.render(messages_of(c.at("messages")), c.at("add_generation_prompt").get<bool>());
@@ -78,12 +71,14 @@ TEST(ChatTemplateReference, ChatTemplatesMatchJinjaRenderingsOfPublishedTemplate
 // What serve prints at startup says which variant of its family a template was read as.
 TEST(ChatTemplateReference, TheStartupLogNamesEachTemplatesVariant) {
   auto variant = [](const std::string& file, const std::string& bos, const std::string& eos) {
-    return describe_chat_style(ChatTemplate::detect(read_text(kTemplateDir + "/" + file), bos, eos).style());
+    return describe_chat_style(
+        ChatTemplate::detect(test::read_text_file(kTemplateDir + "/" + file), bos, eos).style());
   };
   EXPECT_EQ(variant("Qwen--Qwen2.5-7B-Instruct.jinja", "", "<|im_end|>"),
             "default system prompt \"You are Qwen, created by Alibaba Cloud. You are a helpful assistant.\"");
   EXPECT_EQ(variant("Qwen--Qwen3-0.6B.jinja", "", "<|im_end|>"), "<think> blocks in replies");
-  EXPECT_EQ(variant("microsoft--Phi-3.5-mini-instruct.jinja", "<s>", "<|endoftext|>"), "empty system messages dropped");
+  EXPECT_EQ(variant("microsoft--Phi-3.5-mini-instruct.jinja", "<s>", "<|endoftext|>"),
+            "empty system messages dropped");
   EXPECT_EQ(variant("meta-llama--Llama-3.1-8B-Instruct.jinja", "<|begin_of_text|>", "<|eot_id|>"),
             "knowledge-date system turn");
   EXPECT_EQ(variant("allenai--OLMo-7B-Instruct.jinja", "", "<|endoftext|>"),

@@ -5,10 +5,8 @@
 
 #include <array>
 #include <atomic>
-#include <fstream>
 #include <map>
 #include <random>
-#include <sstream>
 
 #include "base/error.h"
 #include "runtime/perplexity.h"
@@ -984,10 +982,8 @@ TEST(ServerAuth, ApiKeyIsRequiredOnTheApi) {
 // from a model (here Qwen2.5's default system prompt, published text in chat_templates/).
 TEST(ServerChatTemplate, ATemplateFileReplacesTheModelsTemplate) {
   ServerConfig sc;
-  std::ifstream in(std::string(SY_SOURCE_DIR) + "/tests/server/chat_templates/Qwen--Qwen2.5-7B-Instruct.jinja");
-  std::stringstream text;
-  text << in.rdbuf();
-  sc.chat_template_text = text.str();
+  sc.chat_template_text =
+      test::read_text_file(std::string(SY_SOURCE_DIR) + "/tests/server/chat_templates/Qwen--Qwen2.5-7B-Instruct.jinja");
   sc.chat_template_origin = "--chat-template-file qwen.jinja";
   TestServer srv({}, sc);
   HttpReply r = http_get(srv.endpoint(), "/v1/models");
