@@ -168,6 +168,20 @@ void add_loadgen(CLI::App& app) {
       if (!f) throw Error("-o: cannot write " + a->out);
       f << report.dump(2) << "\n";
     }
+    // The report counts only completed requests, so a run with failures must not pass for a
+    // clean one in a script: exit non-zero, after the figures, naming the first error.
+    int failed = 0, sent = 0;
+    std::string first_error;
+    for (const RunReport& r : runs) {
+      failed += r.failed;
+      sent += r.requests;
+      if (first_error.empty()) first_error = r.first_error;
+    }
+    if (failed > 0) {
+      throw Error("loadgen: " + std::to_string(failed) + " of " + std::to_string(sent) +
+                  " requests failed; the figures above count only the completed ones (first error: " + first_error +
+                  ")");
+    }
   });
 }
 

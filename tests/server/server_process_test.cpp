@@ -195,6 +195,23 @@ TEST(ServerProcess, TraceExpertsRecordsEveryStepTheServerRan) {
   EXPECT_EQ(a.code, 0) << a.out;
 }
 
+// `loadgen` as a script sees it: a clean run exits 0; a run whose requests the server
+// refuses (prompts longer than its context) still prints its table, then exits non-zero
+// naming how many failed and the server's first error.
+TEST(ServerProcess, LoadgenExitsNonZeroWhenRequestsFail) {
+  ServeProcess srv({"--parallel", "2", "-c", "64"});
+  ASSERT_GT(srv.endpoint().port, 0);
+  const std::string loadgen = std::string(SY_CLI_PATH) + " loadgen -q --url http://127.0.0.1:" +
+                              std::to_string(srv.endpoint().port) + " --concurrency 2 --requests 4 --gen-len 4:4";
+  const test::CliRun ok = test::run_command(loadgen + " --prompt-len 8:16");
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  const test::CliRun bad = test::run_command(loadgen + " --prompt-len 100:100");
+  EXPECT_NE(bad.code, 0) << bad.out;
+  EXPECT_NE(bad.out.find("concurrency 2"), std::string::npos) << "the table still comes first: " << bad.out;
+  EXPECT_NE(bad.out.find("4 of 4 requests failed"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("maximum context length is 64 tokens"), std::string::npos) << bad.out;
+}
+
 // Random request bodies (valid and invalid values of every field) from 6 clients at once,
 // a third of the streams hung up on, against a scarce KV pool (preemptions) and a 50% expert
 // cache: every answer is a 2xx, a 4xx with an error object or a 503, the server keeps
