@@ -122,7 +122,9 @@ void add_serve(CLI::App& app) {
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30))
       ->capture_default_str();
   c->add_option("--http-threads", a->s.http_threads,
-                "HTTP worker threads (default: parallel + max-queue + 16)")
+                "Most HTTP worker threads, one per open connection (a stream holds one for its whole "
+                "generation, an idle keep-alive connection until it times out); they start as connections "
+                "need them and idle ones end (default: 512, or parallel + max-queue + 16 if more)")
       ->check(CLI::Range(1, 65536));
   c->add_option("--shutdown-timeout", a->shutdown_timeout,
                 "Seconds running requests get to finish after SIGINT/SIGTERM")

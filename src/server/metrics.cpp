@@ -102,6 +102,13 @@ std::string render_metrics(const EngineStatsData& e,
                std::to_string(info.max_queue) + "\"",
            1);
   w.metric("switchyard_uptime_seconds", "gauge", "Seconds since the server started.", info.uptime_seconds);
+  if (info.http_threads >= 0) {
+    w.metric("switchyard_http_threads", "gauge",
+             "HTTP worker threads running: one per open connection, started as needed (idle ones end).",
+             static_cast<double>(info.http_threads));
+    w.metric("switchyard_http_threads_limit", "gauge", "The most HTTP worker threads (--http-threads).",
+             static_cast<double>(info.http_threads_limit));
+  }
 
   w.head("switchyard_http_requests_total", "counter", "HTTP requests answered, by route and status code.");
   for (const auto& [key, n] : http) {

@@ -29,6 +29,7 @@ struct ServerInfo {
   int64_t ctx_size = 0;
   size_t max_queue = 0;
   double uptime_seconds = 0;
+  int64_t http_threads = -1, http_threads_limit = -1;  // -1: not listening
 };
 
 // The expert cache of a model served with --expert-cache.

@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "server/completion.h"
+#include "server/http_task_queue.h"
 #include "server/json_fields.h"
 #include "server/tokenize_api.h"
 #include "server/openai.h"
@@ -75,10 +76,12 @@ Server::Server(Engine& engine, ServerConfig cfg)
   } else {
     chat_ = ChatTemplate::detect(engine_.model().file().get_string("tokenizer.chat_template", ""), bos, eos);
   }
-  const auto& ec = engine_.config();
-  const int threads =
-      cfg_.http_threads > 0 ? cfg_.http_threads : ec.parallel + static_cast<int>(ec.max_queue) + 16;
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  http_threads_limit_ = http_thread_limit(cfg_.http_threads, engine_.config());
+  http_->new_task_queue = [this] {
+    auto* q = new ElasticTaskQueue(std::min<size_t>(http_threads_limit_, 8), http_threads_limit_);
+    http_queue_.store(q);
+    return q;
+  };
   http_->set_payload_max_length(cfg_.max_body_bytes);
   // cpp-httplib's default sets SO_REUSEPORT, with which a second server on a busy port
   // binds too and the kernel splits the connections between the two, silently. Only
@@ -114,6 +117,12 @@ void Server::run() {
     listening_ = true;
   }
   http_->listen_after_bind();
+  http_queue_.store(nullptr);  // httplib deletes it once its threads are joined
+}
+
+size_t http_thread_limit(int asked, const EngineConfig& ec) {
+  if (asked > 0) return static_cast<size_t>(asked);
+  return std::max<size_t>(512, static_cast<size_t>(ec.parallel) + ec.max_queue + 16);
 }
 
 void Server::shutdown(std::chrono::milliseconds grace) {
@@ -148,6 +157,11 @@ std::string Server::metrics_text() const {
   info.ctx_size = engine_.config().ctx_size;
   info.max_queue = engine_.config().max_queue;
   info.uptime_seconds = std::chrono::duration<double>(Clock::now() - started_).count();
+  // Handlers run on the queue's threads, so it outlives this call when one asks.
+  if (const ElasticTaskQueue* q = http_queue_.load()) {
+    info.http_threads = static_cast<int64_t>(q->threads());
+    info.http_threads_limit = static_cast<int64_t>(http_threads_limit_);
+  }
   const TieredExpertStore* store = engine_.model().tiered_experts();
   ExpertCacheInfo cache;
   if (store) cache = {store->policy_name(), store->capacity(), store->stats()};

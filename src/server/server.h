@@ -17,6 +17,11 @@
 namespace sy {
 
 class HttpListener;  // an httplib::Server
+class ElasticTaskQueue;
+
+// The most HTTP worker threads: `asked` (--http-threads), or by default room for every
+// running and queued request plus idle keep-alive connections and probes, at least 512.
+size_t http_thread_limit(int asked, const EngineConfig& ec);
 
 struct ServerConfig {
   std::string host = "127.0.0.1";
@@ -27,7 +32,7 @@ struct ServerConfig {
   std::string chat_template_text;    // or a Jinja template overriding it (must be a supported family)
   std::string chat_template_origin = "the given chat template";  // where that text came from
   size_t max_body_bytes = 8u << 20;
-  int http_threads = 0;  // 0: enough for every queued and running request, and then some
+  int http_threads = 0;  // the most HTTP worker threads (0: http_thread_limit's default)
   bool log_requests = false;
 };
 
@@ -62,6 +67,8 @@ class Server {
   ChatTemplate chat_;
   std::unique_ptr<HttpListener> http_;
   HttpMetrics http_metrics_;
+  size_t http_threads_limit_ = 0;
+  std::atomic<const ElasticTaskQueue*> http_queue_{nullptr};  // while run() serves
   Clock::time_point started_;
   std::mutex lifecycle_mu_;  // orders run() against shutdown()
   std::atomic<bool> draining_{false};

@@ -2,7 +2,10 @@
 // SIGTERM/SIGINT (finishing or cancelling running requests), and the official OpenAI
 // Python client works against it (when the openai package is installed).
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -193,6 +196,35 @@ TEST(ServerProcess, TraceExpertsRecordsEveryStepTheServerRan) {
   const test::CliRun a = test::run_command(std::string(SY_CLI_PATH) + " analyze " + path + " --out " +
                                            ::testing::TempDir() + "serve_trace_analysis");
   EXPECT_EQ(a.code, 0) << a.out;
+}
+
+// Connections that stay open hold an HTTP thread each (idle keep-alive connections of a
+// client's pool, or ones that send nothing until the 5 s read timeout). With more of them
+// than the running and queued requests (2 + 4 here), the server still answers at once: a
+// fixed pool of parallel + max-queue + 16 threads made the next request wait for one to
+// time out, and a 3 s client gave up.
+TEST(ServerProcess, ManyOpenConnectionsDoNotStallTheNextRequest) {
+  ServeProcess srv({"--parallel", "2", "--max-queue", "4"});
+  ASSERT_GT(srv.endpoint().port, 0);
+  std::vector<int> idle;
+  for (int i = 0; i < 40; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(srv.endpoint().port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    idle.push_back(fd);
+  }
+  HttpEndpoint ep = srv.endpoint();
+  ep.timeout_s = 3;
+  const HttpReply m = http_get(ep, "/metrics");
+  EXPECT_EQ(m.status, 200) << "the request waited behind the silent connections";
+  EXPECT_GE(test::metric_in(m.body, "switchyard_http_threads "), 41) << m.body;
+  EXPECT_EQ(test::metric_in(m.body, "switchyard_http_threads_limit "), 512);
+  const json body = {{"model", "tiny"}, {"prompt", "Hello"}, {"max_tokens", 4}};
+  EXPECT_EQ(http_post(ep, "/v1/completions", body.dump()).status, 200);
+  for (int fd : idle) close(fd);
 }
 
 // `loadgen` as a script sees it: a clean run exits 0; a run whose requests the server
