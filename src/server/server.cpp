@@ -37,6 +37,13 @@ void send_error(httplib::Response& res, const ApiError& e) {
   send_json(res, e.status, e.body());
 }
 
+// The most HTTP worker threads: `asked` (--http-threads), or by default room for every
+// running and queued request plus idle keep-alive connections and probes, at least 512.
+size_t http_thread_limit(int asked, const EngineConfig& ec) {
+  if (asked > 0) return static_cast<size_t>(asked);
+  return std::max<size_t>(512, static_cast<size_t>(ec.parallel) + ec.max_queue + 16);
+}
+
 // The route a path belongs to, for metrics (bounded label values).
 std::string route_of(const std::string& path) {
   static const char* known[] = {"/v1/completions", "/v1/chat/completions", "/completions", "/chat/completions",
@@ -118,11 +125,6 @@ void Server::run() {
   }
   http_->listen_after_bind();
   http_queue_.store(nullptr);  // httplib deletes it once its threads are joined
-}
-
-size_t http_thread_limit(int asked, const EngineConfig& ec) {
-  if (asked > 0) return static_cast<size_t>(asked);
-  return std::max<size_t>(512, static_cast<size_t>(ec.parallel) + ec.max_queue + 16);
 }
 
 void Server::shutdown(std::chrono::milliseconds grace) {

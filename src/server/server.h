@@ -17,11 +17,7 @@
 namespace sy {
 
 class HttpListener;  // an httplib::Server
-class ElasticTaskQueue;
-
-// The most HTTP worker threads: `asked` (--http-threads), or by default room for every
-// running and queued request plus idle keep-alive connections and probes, at least 512.
-size_t http_thread_limit(int asked, const EngineConfig& ec);
+class ElasticTaskQueue;  // the HTTP worker threads
 
 struct ServerConfig {
   std::string host = "127.0.0.1";
@@ -32,7 +28,7 @@ struct ServerConfig {
   std::string chat_template_text;    // or a Jinja template overriding it (must be a supported family)
   std::string chat_template_origin = "the given chat template";  // where that text came from
   size_t max_body_bytes = 8u << 20;
-  int http_threads = 0;  // the most HTTP worker threads (0: http_thread_limit's default)
+  int http_threads = 0;  // the most HTTP worker threads (0: 512, or parallel + max_queue + 16 if more)
   bool log_requests = false;
 };
 
