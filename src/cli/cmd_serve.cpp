@@ -12,6 +12,7 @@
 #include "cli/common.h"
 #include "experts/trace.h"
 #include "runtime/engine.h"
+#include "server/cors.h"
 #include "server/server.h"
 
 namespace sy::cli {
@@ -110,6 +111,9 @@ void add_serve(CLI::App& app) {
   c->add_option("--api-key", a->s.api_key,
                 "Require 'Authorization: Bearer KEY' on /v1/* (also from $SWITCHYARD_API_KEY)")
       ->envname("SWITCHYARD_API_KEY");
+  c->add_option("--cors-origin", a->s.cors_origins,
+                "Let web pages from this origin call the API from a browser (scheme://host[:port], or '*' for "
+                "any); repeat for several. Off by default: any page the user opens could use the server");
   c->add_option("--alias", a->alias,
                 "Model name clients pass as \"model\" (default: the file name without .gguf)");
   auto* named = c->add_option(
@@ -140,6 +144,7 @@ void add_serve(CLI::App& app) {
       if (a->s.chat_template_text.empty()) throw Error("--chat-template-file: " + a->chat_template_file + " is empty");
       a->s.chat_template_origin = "--chat-template-file " + a->chat_template_file;
     }
+    CorsPolicy{a->s.cors_origins};  // a bad origin stops serve before the model loads
     auto model = load_model(a->m);
     // Ctrl-C during the load just ends the process. After it, block the shutdown signals
     // before any serving thread exists, so that only the watcher sees them. (Threads the

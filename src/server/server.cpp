@@ -69,6 +69,7 @@ Server::Server(Engine& engine, ServerConfig cfg)
     : engine_(engine),
       cfg_(std::move(cfg)),
       http_(std::make_unique<HttpListener>()),
+      cors_(cfg_.cors_origins),
       started_(Clock::now()) {
   const Tokenizer& tok = engine_.model().tokenizer();
   const std::string bos = tok.bos_id() >= 0 ? tok.token_text(tok.bos_id()) : "";
@@ -175,6 +176,26 @@ void Server::routes() {
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
 
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // A browser's preflight carries no API key: answered before the key check. Its
+    // Access-Control-Allow-Origin comes with every answer's, in the post-routing handler.
+    if (cors_.enabled() && req.method == "OPTIONS") {
+      const std::string origin = req.get_header_value("Origin");
+      if (cors_.allow_origin(origin).empty()) {
+        send_json(res, 403,
+                  error_json("Origin '" + origin + "' may not call this server; start it with --cors-origin " +
+                                 (origin.empty() ? std::string("ORIGIN") : origin) + " (or '*') to allow it.",
+                             "invalid_request_error", "", "origin_not_allowed"));
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      res.status = 204;
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      // Whatever headers the page asks to send (client libraries add their own, such as the
+      // OpenAI SDKs' x-stainless-*): they are only request headers.
+      const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+      res.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type" : asked);
+      res.set_header("Access-Control-Max-Age", "600");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (cfg_.api_key.empty() || req.path == "/health" || req.path == "/metrics")
       return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
@@ -224,6 +245,15 @@ void Server::routes() {
   // so a client reading /metrics right after a reply could miss its own request).
   s.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     http_metrics_.record(route_of(req.path), res.status);
+    // Every answer, errors and streams included (this runs before the headers are written).
+    if (cors_.enabled()) {
+      const std::string allowed = cors_.allow_origin(req.get_header_value("Origin"));
+      if (!allowed.empty()) {
+        res.set_header("Access-Control-Allow-Origin", allowed);
+        res.set_header("Access-Control-Expose-Headers", "Retry-After");
+      }
+      if (cors_.varies()) res.set_header("Vary", "Origin");
+    }
   });
   s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     if (cfg_.log_requests)

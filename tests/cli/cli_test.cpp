@@ -170,6 +170,12 @@ TEST(Cli, BadInputGivesClearErrors) {
               std::string::npos)
         << r.out;
   }
+  // So does an origin that is not one.
+  r = run("serve -m " + mixtral() + " --port 0 --cors-origin localhost:3000");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--cors-origin: 'localhost:3000' is not an origin; give '*' or scheme://host[:port]"),
+            std::string::npos)
+      << r.out;
   r = run("serve -m " + mixtral() + " --port 0 --chat-template chatml --chat-template-file x.jinja");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("excludes"), std::string::npos) << r.out;

@@ -976,6 +976,116 @@ TEST(ServerAuth, ApiKeyIsRequiredOnTheApi) {
   EXPECT_EQ(http_get(ep, "/health").status, 200);  // health and metrics stay open for probes
 }
 
+// --cors-origin: a browser's preflight (OPTIONS, no API key) is answered with the methods and
+// the headers it asked for; every answer to an allowed origin names it, errors and streams
+// included, so the page can read them; another origin's preflight gets 403 naming the flag.
+// Without the flag nothing changes: no CORS headers, OPTIONS is an unknown route.
+TEST(ServerCors, AllowedOriginsGetPreflightAndHeadersOthersDoNot) {
+  const std::string page = "http://localhost:3000";
+  ServerConfig sc;
+  sc.api_key = "sekret";
+  sc.cors_origins = {page, "https://chat.example.org"};
+  TestServer srv({}, sc);
+  httplib::Client cli("127.0.0.1", srv.endpoint().port);
+  const httplib::Headers preflight = {{"Origin", page},
+                                      {"Access-Control-Request-Method", "POST"},
+                                      {"Access-Control-Request-Headers", "authorization, content-type, x-stainless-os"}};
+  auto r = cli.Options("/v1/chat/completions", preflight);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 204) << r->body;
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), page);
+  EXPECT_NE(r->get_header_value("Access-Control-Allow-Methods").find("POST"), std::string::npos);
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Headers"), "authorization, content-type, x-stainless-os");
+  EXPECT_EQ(r->get_header_value("Vary"), "Origin");
+  EXPECT_EQ(r->get_header_value_count("Access-Control-Allow-Origin"), 1u);
+
+  const std::string body = completion_body("Hello", 2, false).dump();
+  r = cli.Post("/v1/completions", {{"Origin", "HTTP://LOCALHOST:3000"}}, body, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401) << "still needs the key";
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "HTTP://LOCALHOST:3000") << "so the page can read why";
+  r = cli.Post("/v1/completions", {{"Origin", page}, {"Authorization", "Bearer sekret"}}, body, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), page);
+  EXPECT_EQ(r->get_header_value("Access-Control-Expose-Headers"), "Retry-After");
+  std::string streamed;
+  httplib::Headers stream_headers;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.headers = {{"Origin", page}, {"Authorization", "Bearer sekret"}, {"Content-Type", "application/json"}};
+  req.body = completion_body("Hello", 2, true).dump();
+  req.response_handler = [&](const httplib::Response& res) {
+    stream_headers = res.headers;
+    return true;
+  };
+  req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+    streamed.append(d, n);
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error err = httplib::Error::Success;
+  ASSERT_TRUE(cli.send(req, res, err));
+  EXPECT_NE(streamed.find("data: [DONE]"), std::string::npos) << streamed;
+  const auto acao = stream_headers.find("Access-Control-Allow-Origin");
+  ASSERT_NE(acao, stream_headers.end()) << "a stream names the origin too";
+  EXPECT_EQ(acao->second, page);
+  r = cli.Get("/v1/nowhere", {{"Origin", page}, {"Authorization", "Bearer sekret"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), page);
+
+  const httplib::Headers other = {{"Origin", "https://evil.example.com"}, {"Access-Control-Request-Method", "POST"}};
+  r = cli.Options("/v1/chat/completions", other);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 403);
+  EXPECT_FALSE(r->has_header("Access-Control-Allow-Origin"));
+  EXPECT_NE(r->body.find("--cors-origin https://evil.example.com"), std::string::npos) << r->body;
+  r = cli.Get("/health", {{"Origin", "https://evil.example.com"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_FALSE(r->has_header("Access-Control-Allow-Origin"));
+
+  TestServer plain;
+  httplib::Client pc("127.0.0.1", plain.endpoint().port);
+  r = pc.Options("/v1/chat/completions", preflight);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  r = pc.Get("/health", {{"Origin", page}});
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->has_header("Access-Control-Allow-Origin"));
+  EXPECT_FALSE(r->has_header("Vary"));
+}
+
+// Any origin: "*" (a page's own Authorization header needs no credentials mode).
+TEST(ServerCors, AWildcardAllowsEveryOrigin) {
+  ServerConfig sc;
+  sc.cors_origins = {"*"};
+  TestServer srv({}, sc);
+  httplib::Client cli("127.0.0.1", srv.endpoint().port);
+  auto r = cli.Options("/v1/models", {{"Origin", "https://anywhere.example"}, {"Access-Control-Request-Method", "GET"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 204);
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "*");
+  r = cli.Get("/v1/models", {{"Origin", "https://anywhere.example"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "*");
+  EXPECT_FALSE(r->has_header("Vary")) << "the answer is the same for every origin";
+}
+
+TEST(ServerCors, OriginsThatAreNotOriginsAreRefused) {
+  for (const std::string bad : {"localhost:3000", "http://localhost:3000/", "http://a/b", "ftp://x", "http://",
+                                "http://h:port", "http://h:123456"}) {
+    EXPECT_THROW(CorsPolicy({bad}), Error) << bad;
+  }
+  for (const std::string good : {"http://localhost:3000", "https://chat.example.org", "http://[::1]:8080",
+                                 "http://127.0.0.1", "*"}) {
+    EXPECT_NO_THROW(CorsPolicy({good})) << good;
+  }
+  EXPECT_TRUE(CorsPolicy({"http://a.example"}).allow_origin("").empty()) << "no Origin header: no CORS";
+}
+
 // A second server on a port that one already listens on must fail to start, not share the
 // port with it (the kernel would split the connections between the two).
 // --chat-template-file: a template given as text replaces the model's, its variant read as
