@@ -1,6 +1,7 @@
 // switchyard serve: the OpenAI-compatible HTTP server over the continuous-batching engine.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -185,6 +186,17 @@ void add_serve(CLI::App& app) {
       std::fprintf(stderr,
                    "serve: warning: listening on %s without --api-key: anyone who can reach it can use it\n",
                    a->s.host.c_str());
+    }
+    if (!a->s.cors_origins.empty()) {
+      std::string list;
+      for (const std::string& o : a->s.cors_origins) list += (list.empty() ? "" : ", ") + o;
+      std::fprintf(stderr, "serve: web pages from %s may call the API from a browser (--cors-origin)\n", list.c_str());
+      const bool any = std::find(a->s.cors_origins.begin(), a->s.cors_origins.end(), "*") != a->s.cors_origins.end();
+      if (any && a->s.api_key.empty()) {
+        std::fprintf(stderr,
+                     "serve: warning: --cors-origin '*' without --api-key: any web page opened on a machine that "
+                     "reaches the server can use it\n");
+      }
     }
     std::fprintf(
         stderr,

@@ -24,7 +24,9 @@ using json = nlohmann::json;
 
 class ServeProcess {
  public:
-  explicit ServeProcess(const std::vector<std::string>& extra) {
+  // With capture_log, stderr goes to the same pipe and the lines before "listening on"
+  // are kept (log()); serve writes little after them, so the pipe does not fill.
+  explicit ServeProcess(const std::vector<std::string>& extra, bool capture_log = false) {
     int fds[2];
     EXPECT_EQ(pipe(fds), 0);
     std::vector<std::string> args = {
@@ -36,6 +38,7 @@ class ServeProcess {
     pid_ = fork();
     if (pid_ == 0) {
       dup2(fds[1], STDOUT_FILENO);
+      if (capture_log) dup2(fds[1], STDERR_FILENO);
       close(fds[0]);
       close(fds[1]);
       execv(argv[0], argv.data());
@@ -45,7 +48,11 @@ class ServeProcess {
     out_ = fds[0];
     // "serve: listening on http://127.0.0.1:PORT"
     std::string line;
-    while (line.find('\n') == std::string::npos) {
+    auto whole_line = [&] {
+      const size_t at = line.find("listening on");
+      return at != std::string::npos && line.find('\n', at) != std::string::npos;
+    };
+    while (!whole_line()) {
       pollfd p{out_, POLLIN, 0};
       if (poll(&p, 1, 20000) <= 0) break;
       char buf[256];
@@ -53,6 +60,9 @@ class ServeProcess {
       if (n <= 0) break;
       line.append(buf, static_cast<size_t>(n));
     }
+    log_ = line.substr(0, line.find("serve: listening on"));
+    line = line.substr(log_.size());
+    line = line.substr(0, line.find('\n') + 1);
     const auto colon = line.rfind(':');
     EXPECT_NE(line.find("listening on http://127.0.0.1:"), std::string::npos) << line;
     if (colon != std::string::npos) port_ = std::atoi(line.c_str() + colon + 1);
@@ -65,6 +75,7 @@ class ServeProcess {
     close(out_);
   }
   void signal(int sig) { kill(pid_, sig); }
+  const std::string& log() const { return log_; }
   // Exit status, or -1 if it did not exit within `seconds`.
   int wait_exit(double seconds) {
     for (int i = 0; i < seconds * 100; ++i) {
@@ -87,6 +98,7 @@ class ServeProcess {
  private:
   pid_t pid_ = -1;
   int out_ = -1;
+  std::string log_;  // stderr before the listening line (capture_log)
   int port_ = 0;
   bool exited_ = false;
 };
@@ -225,6 +237,22 @@ TEST(ServerProcess, ManyOpenConnectionsDoNotStallTheNextRequest) {
   const json body = {{"model", "tiny"}, {"prompt", "Hello"}, {"max_tokens", 4}};
   EXPECT_EQ(http_post(ep, "/v1/completions", body.dump()).status, 200);
   for (int fd : idle) close(fd);
+}
+
+// --cors-origin: the startup log says which pages may call the server, and warns when any
+// page may and no API key is asked for.
+TEST(ServerProcess, TheStartupLogNamesTheCorsOrigins) {
+  {
+    ServeProcess srv({"--cors-origin", "http://localhost:3000", "--cors-origin", "https://a.example"}, true);
+    ASSERT_GT(srv.endpoint().port, 0);
+    EXPECT_NE(srv.log().find("serve: web pages from http://localhost:3000, https://a.example may call the API"),
+              std::string::npos)
+        << srv.log();
+    EXPECT_EQ(srv.log().find("warning: --cors-origin"), std::string::npos) << srv.log();
+  }
+  ServeProcess any({"--cors-origin", "*"}, true);
+  ASSERT_GT(any.endpoint().port, 0);
+  EXPECT_NE(any.log().find("warning: --cors-origin '*' without --api-key"), std::string::npos) << any.log();
 }
 
 // `loadgen` as a script sees it: a clean run exits 0; a run whose requests the server
