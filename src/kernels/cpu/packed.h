@@ -100,7 +100,7 @@ class NextBlockPrefetch {
   int64_t lines_ = 0, per_slice_ = 0;
 };
 
-// L2 prefetches of the rows a fixed distance ahead, for the single tiles of 5-8 tokens,
+// L2 prefetches of the rows a fixed distance ahead, for the single tiles of 3-8 tokens,
 // which read their rows from memory once: the L1 prefetch 2 KiB ahead alone leaves too few
 // lines in flight while a row's compute runs; these far lines go to L2, where the near
 // prefetch then finds them. Issued a group pair at a time, beside the near prefetch: issued
@@ -125,10 +125,9 @@ class RowsAhead {
   int64_t bytes_ = 0, last_ = 0;  // rows before last_ have a row bytes_ on
 };
 // Up to this many tokens a matmul streams its weights from memory at the memory's pace: its
-// AVX-512 tiles prefetch nothing (kTilePrefetches) and its tasks are long, even tiles
-// (stream_tile_bytes in matmul.h).
+// tasks are long, even tiles (stream_tile_bytes in matmul.h).
 constexpr int64_t kStreamingTokens = 4;
-// Whether an AVX-512 tile of NT tokens prefetches its rows (near and far). Tiles of up to 4
+// Whether an AVX-512 tile of NT tokens prefetches its rows (near and far). Tiles of 1-2
 // tokens compute too little per byte to need it, and prefetches cost them: each one holds
 // an L1 miss buffer until its line arrives, so they leave fewer lines in flight than the
 // hardware prefetchers keep for a plain forward stream, and the far ones into L2 cost the
@@ -138,12 +137,19 @@ constexpr int64_t kStreamingTokens = 4;
 //   ones (~36 GB/s); Q8_0 x1.25 / x1.06-1.08;
 //   batch 4 (tiles of 1-2 tokens): Q4_0 x1.09-1.13 fast, x1.01-1.03 slow; Q8_0 x1.03;
 //   batch 16: Q4_0 within +-2% (compute-bound), Q8_0 x1.03-1.05.
-// Up to 2 tokens against up to 4: +0-2% at batch 4, level at 16. The same rule for the
-// AVX2 tiles (up to 4 tokens, so none would prefetch), measured on Zen 4 with SY_ISA=avx2,
-// gave batch 1 Q4_0 x1.12-1.14 and Q8_0 x1.25 in fast minutes, but on Zen 3, where they
-// run, no prefetch read ~75% of the bandwidth against 89% with it: they keep it.
+// From 3 tokens the prefetches pay again (thirty-second session, the same kind of A/B, steps
+// or MoE layers alternating in one run): the 3-4-token tiles of a 16-sequence step, whose
+// experts get ~2.3 tokens each, compute while the next rows arrive. Q4_0 batch 16: MoE
+// layer x0.953-0.963 the time in six slow-memory runs, whole step x0.968 (slow) and x0.971 /
+// x0.975 (fast); batch 32: step x0.957, MoE x0.934-0.946; batch 4 and 8: steps x0.983 and
+// x0.996 (1.00 +- 0.02 is this A/B's noise: batch 1, which it cannot change, read x0.979).
+// Q8_0 steps: batch 16 x0.992, batch 4 x0.979. Prefetching from 2 tokens cost batch 4's
+// MoE 1.6% and gained nothing more at 16.
+// The same rule for the AVX2 tiles (none up to 4 tokens), measured on Zen 4 with
+// SY_ISA=avx2, gave batch 1 Q4_0 x1.12-1.14 and Q8_0 x1.25 in fast minutes, but on Zen 3,
+// where they run, no prefetch read ~75% of the bandwidth against 89% with it: they keep it.
 template <int NT>
-constexpr bool kTilePrefetches = NT > kStreamingTokens;
+constexpr bool kTilePrefetches = NT > 2;
 // A group pair's lines `far` bytes on, into L2 (nothing when far is 0).
 template <DType T>
 __attribute__((always_inline)) inline void prefetch_pair_far(const uint8_t* pair, int64_t far) {

@@ -335,7 +335,7 @@ SY_VNNI void rows_dot_wide(const uint8_t* row, size_t row_bytes, int64_t cols, c
 // 4 tokens), and no faster at 3-4 (in-process A/B over 150 MB, 2 threads); without the
 // software prefetches, batch 1 ran x0.57-0.73 that way and x0.68-0.86 with rows r and r +
 // half the tile (2026-11-26). `next` (null on a first tile): each matrix's next block, a
-// slice per row; `far`: the rows ahead of a single tile (rows_dot uses it from 5 tokens).
+// slice per row; `far`: the rows ahead of a single tile (rows_dot uses it from 3 tokens).
 template <DType T, int NT>
 SY_VNNI void tile(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
                   const PackedActivations& x, int64_t t0, float* ya, float* yb, int64_t ldy,
@@ -401,7 +401,7 @@ template <DType T>
 SY_VNNI void matrices_narrow(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
                              const PackedActivations& x, int64_t t0, int64_t t1, float* ya, float* yb, int64_t ldy) {
   // A single tile reads the rows from memory: the rows some way ahead go to L2 (tiles of
-  // 5-8 tokens, kTilePrefetches).
+  // 3-8 tokens, kTilePrefetches).
   const RowsAhead far = t1 - t0 <= 8 ? RowsAhead(row_bytes, r1) : RowsAhead();
   for (int64_t rb = r0; rb < r1; rb += 16) {
     const int64_t re = std::min(r1, rb + 16);
