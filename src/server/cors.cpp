@@ -25,7 +25,9 @@ bool is_origin(const std::string& o) {
   const bool bracketed = rest.front() == '[';  // IPv6 literal: [::1]:8080
   if (colon != std::string::npos && (!bracketed || colon > rest.find(']'))) {
     const std::string port = rest.substr(colon + 1);
-    if (port.empty() || port.size() > 5 || !std::all_of(port.begin(), port.end(), ::isdigit)) return false;
+    if (port.empty() || port.size() > 5 ||
+        !std::all_of(port.begin(), port.end(), [](unsigned char c) { return std::isdigit(c) != 0; }))
+      return false;
     return colon > 0;
   }
   return !bracketed || rest.back() == ']';
