@@ -1,7 +1,6 @@
 // switchyard serve: the OpenAI-compatible HTTP server over the continuous-batching engine.
 #include <signal.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -145,7 +144,7 @@ void add_serve(CLI::App& app) {
       if (a->s.chat_template_text.empty()) throw Error("--chat-template-file: " + a->chat_template_file + " is empty");
       a->s.chat_template_origin = "--chat-template-file " + a->chat_template_file;
     }
-    CorsPolicy{a->s.cors_origins};  // a bad origin stops serve before the model loads
+    const CorsPolicy cors(a->s.cors_origins);  // a bad origin stops serve before the model loads
     auto model = load_model(a->m);
     // Ctrl-C during the load just ends the process. After it, block the shutdown signals
     // before any serving thread exists, so that only the watcher sees them. (Threads the
@@ -187,12 +186,11 @@ void add_serve(CLI::App& app) {
                    "serve: warning: listening on %s without --api-key: anyone who can reach it can use it\n",
                    a->s.host.c_str());
     }
-    if (!a->s.cors_origins.empty()) {
+    if (cors.enabled()) {
       std::string list;
       for (const std::string& o : a->s.cors_origins) list += (list.empty() ? "" : ", ") + o;
       std::fprintf(stderr, "serve: web pages from %s may call the API from a browser (--cors-origin)\n", list.c_str());
-      const bool any = std::find(a->s.cors_origins.begin(), a->s.cors_origins.end(), "*") != a->s.cors_origins.end();
-      if (any && a->s.api_key.empty()) {
+      if (cors.any() && a->s.api_key.empty()) {
         std::fprintf(stderr,
                      "serve: warning: --cors-origin '*' without --api-key: any web page opened on a machine that "
                      "reaches the server can use it\n");

@@ -21,6 +21,7 @@ class CorsPolicy {
   // The Access-Control-Allow-Origin value for a request's Origin header: "*", the origin
   // itself, or empty when it is not allowed (or the request has none).
   std::string allow_origin(const std::string& origin) const;
+  bool any() const { return any_; }  // "*": every origin
   // Whether the answer depends on the Origin header (caches must then keep one per origin).
   bool varies() const { return !any_; }
 

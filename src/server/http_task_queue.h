@@ -34,8 +34,9 @@ class ElasticTaskQueue : public httplib::TaskQueue {
   // Runs what is queued, then joins every thread (as httplib::ThreadPool does).
   void shutdown() override;
 
-  size_t threads() const;       // running now
-  size_t peak_threads() const;  // the most that ran at once
+  size_t limit() const { return most_; }  // the most threads at once
+  size_t threads() const;                 // running now
+  size_t peak_threads() const;            // the most that ran at once
 
  private:
   void work(bool extra);

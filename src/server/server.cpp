@@ -84,9 +84,9 @@ Server::Server(Engine& engine, ServerConfig cfg)
   } else {
     chat_ = ChatTemplate::detect(engine_.model().file().get_string("tokenizer.chat_template", ""), bos, eos);
   }
-  http_threads_limit_ = http_thread_limit(cfg_.http_threads, engine_.config());
-  http_->new_task_queue = [this] {
-    auto* q = new ElasticTaskQueue(std::min<size_t>(http_threads_limit_, 8), http_threads_limit_);
+  const size_t most = http_thread_limit(cfg_.http_threads, engine_.config());
+  http_->new_task_queue = [this, most] {
+    auto* q = new ElasticTaskQueue(std::min<size_t>(most, 8), most);
     http_queue_.store(q);
     return q;
   };
@@ -163,7 +163,7 @@ std::string Server::metrics_text() const {
   // Handlers run on the queue's threads, so it outlives this call when one asks.
   if (const ElasticTaskQueue* q = http_queue_.load()) {
     info.http_threads = static_cast<int64_t>(q->threads());
-    info.http_threads_limit = static_cast<int64_t>(http_threads_limit_);
+    info.http_threads_limit = static_cast<int64_t>(q->limit());
   }
   const TieredExpertStore* store = engine_.model().tiered_experts();
   ExpertCacheInfo cache;

@@ -67,7 +67,6 @@ class Server {
   std::unique_ptr<HttpListener> http_;
   HttpMetrics http_metrics_;
   CorsPolicy cors_;
-  size_t http_threads_limit_ = 0;
   std::atomic<const ElasticTaskQueue*> http_queue_{nullptr};  // while run() serves
   Clock::time_point started_;
   std::mutex lifecycle_mu_;  // orders run() against shutdown()
