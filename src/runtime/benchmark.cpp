@@ -255,6 +255,27 @@ json decode_figures(const BenchRun& r, int B) {
   return row;
 }
 
+// Each batch's decode throughput against one sequence's, when both ran: what batching buys
+// (taken minutes apart at most, in one run; on a shared machine the memory's speed drifts).
+void compare_with_batch_1(const BenchRun& r, json& out) {
+  if (!out.contains("decode")) return;
+  const json* one = nullptr;
+  for (const json& row : out["decode"])
+    if (row["batch"] == 1) one = &row;
+  if (!one || out["decode"].size() < 2) return;
+  const double base = (*one)["tokens_per_s"].get<double>();
+  std::string text;
+  for (json& row : out["decode"]) {
+    if (row["batch"] == 1) continue;
+    const double x = row["tokens_per_s"].get<double>() / base;
+    row["tokens_per_s_vs_batch_1"] = x;
+    char part[64];
+    std::snprintf(part, sizeof part, "%sbatch %d %.2fx", text.empty() ? "" : ", ", row["batch"].get<int>(), x);
+    text += part;
+  }
+  r.log("decode tokens/s against batch 1: " + text);
+}
+
 // One MoE layer on the same hidden states with dynamic gating and with static gating at
 // each capacity factor.
 json gating_figures(const BenchRun& r) {
@@ -336,6 +357,7 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt, const 
 
   if (!opt.skip_prefill && opt.prompt > 0) out["prefill"] = prefill_figures(r);
   for (int B : opt.batches) out["decode"].push_back(decode_figures(r, B));
+  compare_with_batch_1(r, out);
   if (r.tiered && !opt.batches.empty()) bracket_disk_bound(r, out);
   if (!opt.skip_moe && h.is_moe()) out["moe_layer"] = gating_figures(r);
 

@@ -2,7 +2,9 @@
 // numbers agree with what the model is (exact weight bytes, top-k experts, gating rows).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -59,6 +61,13 @@ TEST(Benchmark, ReportsEverySectionOnTheDefaultModel) {
     EXPECT_GT(row.at("percent_of_bandwidth_alongside").get<double>(), 0.0);
     EXPECT_FALSE(row.contains("jobs_per_step")) << "only with --job-profile";
   }
+  // Batching's gain against one sequence, in the JSON and in the log.
+  const double one = j["decode"][0]["tokens_per_s"], three = j["decode"][1]["tokens_per_s"];
+  EXPECT_FALSE(j["decode"][0].contains("tokens_per_s_vs_batch_1"));
+  EXPECT_DOUBLE_EQ(j["decode"][1].at("tokens_per_s_vs_batch_1").get<double>(), three / one);
+  char expected[64];
+  std::snprintf(expected, sizeof expected, "decode tokens/s against batch 1: batch 3 %.2fx", three / one);
+  EXPECT_NE(std::find(log.begin(), log.end(), std::string(expected)), log.end()) << expected;
 
   // Dynamic gating computes every (token, expert) assignment once; static gating pads
   // each expert to its capacity, twice as many rows at factor 2 as at 1.
