@@ -273,7 +273,7 @@ void compare_with_batch_1(const BenchRun& r, json& out) {
     std::snprintf(part, sizeof part, "%sbatch %d %.2fx", text.empty() ? "" : ", ", row["batch"].get<int>(), x);
     text += part;
   }
-  r.log("decode tokens/s against batch 1: " + text);
+  if (!text.empty()) r.log("decode tokens/s against batch 1: " + text);
 }
 
 // One MoE layer on the same hidden states with dynamic gating and with static gating at
