@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "base/error.h"
 #include "base/worker_signals.h"
@@ -26,6 +27,7 @@ struct ServeArgs {
   std::string alias;
   std::string trace;  // --trace-experts
   std::string chat_template_file;
+  std::vector<std::string> cors_origins;  // --cors-origin as given (ServerConfig::cors holds them parsed)
 };
 
 // Waits for SIGINT/SIGTERM (blocked in every thread, so only this one sees them): the
@@ -111,7 +113,7 @@ void add_serve(CLI::App& app) {
   c->add_option("--api-key", a->s.api_key,
                 "Require 'Authorization: Bearer KEY' on /v1/* (also from $SWITCHYARD_API_KEY)")
       ->envname("SWITCHYARD_API_KEY");
-  c->add_option("--cors-origin", a->s.cors_origins,
+  c->add_option("--cors-origin", a->cors_origins,
                 "Let web pages from this origin call the API from a browser (scheme://host[:port], or '*' for "
                 "any); repeat for several. Off by default: any page the user opens could use the server");
   c->add_option("--alias", a->alias,
@@ -144,7 +146,7 @@ void add_serve(CLI::App& app) {
       if (a->s.chat_template_text.empty()) throw Error("--chat-template-file: " + a->chat_template_file + " is empty");
       a->s.chat_template_origin = "--chat-template-file " + a->chat_template_file;
     }
-    const CorsPolicy cors(a->s.cors_origins);  // a bad origin stops serve before the model loads
+    a->s.cors = CorsPolicy(a->cors_origins);  // a bad origin stops serve before the model loads
     auto model = load_model(a->m);
     // Ctrl-C during the load just ends the process. After it, block the shutdown signals
     // before any serving thread exists, so that only the watcher sees them. (Threads the
@@ -186,11 +188,11 @@ void add_serve(CLI::App& app) {
                    "serve: warning: listening on %s without --api-key: anyone who can reach it can use it\n",
                    a->s.host.c_str());
     }
-    if (cors.enabled()) {
+    if (a->s.cors.enabled()) {
       std::string list;
-      for (const std::string& o : a->s.cors_origins) list += (list.empty() ? "" : ", ") + o;
+      for (const std::string& o : a->cors_origins) list += (list.empty() ? "" : ", ") + o;
       std::fprintf(stderr, "serve: web pages from %s may call the API from a browser (--cors-origin)\n", list.c_str());
-      if (cors.any() && a->s.api_key.empty()) {
+      if (a->s.cors.any() && a->s.api_key.empty()) {
         std::fprintf(stderr,
                      "serve: warning: --cors-origin '*' without --api-key: any web page opened on a machine that "
                      "reaches the server can use it\n");

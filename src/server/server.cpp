@@ -69,7 +69,6 @@ Server::Server(Engine& engine, ServerConfig cfg)
     : engine_(engine),
       cfg_(std::move(cfg)),
       http_(std::make_unique<HttpListener>()),
-      cors_(cfg_.cors_origins),
       started_(Clock::now()) {
   const Tokenizer& tok = engine_.model().tokenizer();
   const std::string bos = tok.bos_id() >= 0 ? tok.token_text(tok.bos_id()) : "";
@@ -178,9 +177,9 @@ void Server::routes() {
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     // A browser's preflight carries no API key: answered before the key check. Its
     // Access-Control-Allow-Origin comes with every answer's, in the post-routing handler.
-    if (cors_.enabled() && req.method == "OPTIONS") {
+    if (cfg_.cors.enabled() && req.method == "OPTIONS") {
       const std::string origin = req.get_header_value("Origin");
-      if (cors_.allow_origin(origin).empty()) {
+      if (cfg_.cors.allow_origin(origin).empty()) {
         send_json(res, 403,
                   error_json("Origin '" + origin + "' may not call this server; start it with --cors-origin " +
                                  (origin.empty() ? std::string("ORIGIN") : origin) + " (or '*') to allow it.",
@@ -246,13 +245,13 @@ void Server::routes() {
   s.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     http_metrics_.record(route_of(req.path), res.status);
     // Every answer, errors and streams included (this runs before the headers are written).
-    if (cors_.enabled()) {
-      const std::string allowed = cors_.allow_origin(req.get_header_value("Origin"));
+    if (cfg_.cors.enabled()) {
+      const std::string allowed = cfg_.cors.allow_origin(req.get_header_value("Origin"));
       if (!allowed.empty()) {
         res.set_header("Access-Control-Allow-Origin", allowed);
         res.set_header("Access-Control-Expose-Headers", "Retry-After");
       }
-      if (cors_.varies()) res.set_header("Vary", "Origin");
+      if (cfg_.cors.varies()) res.set_header("Vary", "Origin");
     }
   });
   s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {

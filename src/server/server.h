@@ -9,7 +9,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <vector>
 
 #include "runtime/engine.h"
 #include "server/chat_template.h"
@@ -30,7 +29,7 @@ struct ServerConfig {
   std::string chat_template_text;    // or a Jinja template overriding it (must be a supported family)
   std::string chat_template_origin = "the given chat template";  // where that text came from
   size_t max_body_bytes = 8u << 20;
-  std::vector<std::string> cors_origins;  // web origins allowed to call the API ("*": any); none: no CORS
+  CorsPolicy cors;  // web origins allowed to call the API (--cors-origin); default: none, no CORS
   int http_threads = 0;  // the most HTTP worker threads (0: 512, or parallel + max_queue + 16 if more)
   bool log_requests = false;
 };
@@ -66,7 +65,6 @@ class Server {
   ChatTemplate chat_;
   std::unique_ptr<HttpListener> http_;
   HttpMetrics http_metrics_;
-  CorsPolicy cors_;
   std::atomic<const ElasticTaskQueue*> http_queue_{nullptr};  // while run() serves
   Clock::time_point started_;
   std::mutex lifecycle_mu_;  // orders run() against shutdown()

@@ -984,7 +984,7 @@ TEST(ServerCors, AllowedOriginsGetPreflightAndHeadersOthersDoNot) {
   const std::string page = "http://localhost:3000";
   ServerConfig sc;
   sc.api_key = "sekret";
-  sc.cors_origins = {page, "https://chat.example.org"};
+  sc.cors = CorsPolicy({page, "https://chat.example.org"});
   TestServer srv({}, sc);
   httplib::Client cli("127.0.0.1", srv.endpoint().port);
   const httplib::Headers preflight = {{"Origin", page},
@@ -1061,7 +1061,7 @@ TEST(ServerCors, AllowedOriginsGetPreflightAndHeadersOthersDoNot) {
 // Any origin: "*" (a page's own Authorization header needs no credentials mode).
 TEST(ServerCors, AWildcardAllowsEveryOrigin) {
   ServerConfig sc;
-  sc.cors_origins = {"*"};
+  sc.cors = CorsPolicy({"*"});
   TestServer srv({}, sc);
   httplib::Client cli("127.0.0.1", srv.endpoint().port);
   auto r = cli.Options("/v1/models", {{"Origin", "https://anywhere.example"}, {"Access-Control-Request-Method", "GET"}});
