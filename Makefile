@@ -54,13 +54,14 @@ test-sanitize: deps
 # Every suite under ThreadSanitizer: the thread pool, the expert store's I/O threads and
 # prefetch, the engine thread, the HTTP server and loadgen, in-process ranks (~8 min to
 # build and ~10 min to run on 2 cores; the perplexity tests, 10 min of single-stream
-# numerics under TSan, are left out). Not part of `make test`, which keeps CI short. Server tests
-# start `switchyard serve`, which inherits TSAN_OPTIONS: a race there fails its test too.
+# numerics under TSan, are left out). Not part of `make test`, which keeps CI short.
+# Server tests start `switchyard serve`, which inherits TSAN_OPTIONS: a race there fails
+# its test too.
+TSAN_RUN_OPTIONS = suppressions=$(CURDIR)/tests/tsan_suppressions.txt halt_on_error=1 second_deadlock_stack=1
 test-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSY_TSAN=ON $(CMAKE_FLAGS)
 	cmake --build $(TSAN_BUILD) -j $(JOBS)
-	cd $(TSAN_BUILD) && TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan_suppressions.txt halt_on_error=1 second_deadlock_stack=1" \
-	  ctest --output-on-failure -j $(JOBS) --timeout 1800 -E '^Perplexity[.]'
+	cd $(TSAN_BUILD) && TSAN_OPTIONS="$(TSAN_RUN_OPTIONS)" ctest --output-on-failure -j $(JOBS) --timeout 1800 -E '^Perplexity[.]'
 
 # Each parser of untrusted input under libFuzzer with ASan/UBSan for FUZZ_SECONDS, starting
 # from the seeds in tests/fuzz/corpus/<target> (new inputs go to $(FUZZ_BUILD)/corpus, what
