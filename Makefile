@@ -52,7 +52,7 @@ test-sanitize: deps
 	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) --timeout 900
 
 # Every suite under ThreadSanitizer: the thread pool, the expert store's I/O threads and
-# prefetch, the engine thread, the HTTP server and loadgen, in-process ranks (~8 min to
+# prefetch, the engine thread, the HTTP server and loadgen, in-process ranks (~6 min to
 # build and ~10 min to run on 2 cores; the perplexity tests, 10 min of single-stream
 # numerics under TSan, are left out). Not part of `make test`, which keeps CI short.
 # Server tests start `switchyard serve`, which inherits TSAN_OPTIONS: a race there fails
