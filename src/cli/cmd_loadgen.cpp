@@ -85,7 +85,8 @@ void add_loadgen(CLI::App& app) {
   c->add_option("--concurrency", a->concurrency,
                 "Closed-loop run(s) instead: K clients back to back, comma-separated");
   c->add_flag("--baseline", a->baseline,
-              "First run requests of the same lengths one at a time (the baseline for the ratios)");
+              "First run requests of the same lengths one at a time (the baseline for the ratios; "
+              "without it, a --concurrency 1 run is the baseline)");
   c->add_option("--rounds", a->rounds,
                 "Repeat the baseline and every run this many times, interleaved; the ratios to the "
                 "baseline are then taken per round and summarized by their median (the bandwidth of a "

@@ -337,21 +337,26 @@ std::vector<RunReport> Loadgen::run_all() {
 
 namespace {
 
-// Output tokens/s of the baseline run (one request at a time) of `round`, 0 when there is
-// none; `steady`: its steady rate (with one client, that of the whole run).
-double baseline_throughput(const std::vector<RunReport>& runs, int round, bool steady) {
+// The run the ratios of `round` are taken against: its baseline run, or else its run of one
+// closed-loop client (`--concurrency 1,16` is the same one-at-a-time run); null when neither.
+const RunReport* baseline_of(const std::vector<RunReport>& runs, int round) {
+  const RunReport* single = nullptr;
   for (const auto& r : runs) {
-    if (r.round == round && r.name == "baseline") return steady ? r.steady_output_tokens_per_s : r.output_tokens_per_s;
+    if (r.round != round) continue;
+    if (r.name == "baseline") return &r;
+    if (r.concurrency == 1 && !single) single = &r;
   }
-  return 0;
+  return single;
 }
 
 // Run r's output tokens/s (`steady`: its steady rate) over its round's baseline; none
-// without a baseline.
+// without a baseline, and none for the baseline itself.
 std::optional<double> ratio_to_baseline(const std::vector<RunReport>& runs, const RunReport& r, bool steady) {
-  const double base = baseline_throughput(runs, r.round, steady);
-  if (base <= 0) return std::nullopt;
-  return (steady ? r.steady_output_tokens_per_s : r.output_tokens_per_s) / base;
+  const RunReport* base = baseline_of(runs, r.round);
+  // With one client, the steady rate is that of the whole run.
+  const double rate = base ? (steady ? base->steady_output_tokens_per_s : base->output_tokens_per_s) : 0;
+  if (base == &r || rate <= 0) return std::nullopt;
+  return (steady ? r.steady_output_tokens_per_s : r.output_tokens_per_s) / rate;
 }
 
 }  // namespace
@@ -360,7 +365,7 @@ std::vector<Loadgen::RatioSummary> Loadgen::ratios_to_baseline(const std::vector
   std::vector<RatioSummary> out;
   for (const auto& r : runs) {
     const std::optional<double> ratio = ratio_to_baseline(runs, r, steady);
-    if (r.name == "baseline" || !ratio || (steady && r.concurrency == 0)) continue;
+    if (!ratio || (steady && r.concurrency == 0)) continue;
     auto it = std::find_if(out.begin(), out.end(), [&](const RatioSummary& s) { return s.label == r.name; });
     if (it == out.end()) it = out.insert(out.end(), RatioSummary{r.name, {}, 0, 0, 0});
     it->ratios.push_back(*ratio);

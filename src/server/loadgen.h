@@ -111,7 +111,8 @@ class Loadgen {
   RunReport run(const std::string& label, double rate, int concurrency);
 
   // Output tokens/s of each run over its round's baseline: median, min and max per run
-  // (label without the round), in first-seen order. Empty without a baseline. `steady`:
+  // (label without the round), in first-seen order. The baseline is the round's baseline
+  // run, else its run of one client (concurrency 1); empty without either. `steady`:
   // the closed-loop runs' steady rates over the baseline's (open-loop runs are left out).
   struct RatioSummary {
     std::string label;

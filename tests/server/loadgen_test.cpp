@@ -233,6 +233,53 @@ TEST(Loadgen, RoundsOfBaselineClosedAndOpenLoopAgainstTheServer) {
   EXPECT_NE(Loadgen::table(runs).find("x base over 2 rounds"), std::string::npos);
 }
 
+// Without --baseline, the one-client run of `--concurrency 1,16` is the base of the ratios;
+// with it, the baseline run stays the base and the one-client run gets a ratio of its own.
+TEST(LoadgenRatios, AOneClientRunIsTheBaselineWhenThereIsNone) {
+  auto run = [](const std::string& name, int concurrency, double rate, double steady, int round = 0) {
+    RunReport r;
+    r.name = r.label = name;
+    r.concurrency = concurrency;
+    r.output_tokens_per_s = rate;
+    r.steady_output_tokens_per_s = steady;
+    r.round = round;
+    return r;
+  };
+  std::vector<RunReport> runs = {run("concurrency 1", 1, 40, 40), run("concurrency 16", 16, 100, 110),
+                                 run("rate 2", 0, 60, 0)};
+  auto ratios = Loadgen::ratios_to_baseline(runs);
+  ASSERT_EQ(ratios.size(), 2u);  // the base itself gets none
+  EXPECT_EQ(ratios[0].label, "concurrency 16");
+  EXPECT_DOUBLE_EQ(ratios[0].median, 2.5);
+  EXPECT_EQ(ratios[1].label, "rate 2");
+  EXPECT_DOUBLE_EQ(ratios[1].median, 1.5);
+  const auto steady = Loadgen::ratios_to_baseline(runs, true);
+  ASSERT_EQ(steady.size(), 1u);
+  EXPECT_DOUBLE_EQ(steady[0].median, 110.0 / 40);
+  const std::string table = Loadgen::table(runs);
+  EXPECT_NE(table.find("2.50"), std::string::npos) << table;
+  EXPECT_NE(table.find("2.75"), std::string::npos) << table;
+
+  // Two rounds: each against its own one-client run.
+  runs.push_back(run("concurrency 1", 1, 50, 50, 1));
+  runs.push_back(run("concurrency 16", 16, 100, 100, 1));
+  ratios = Loadgen::ratios_to_baseline(runs);
+  ASSERT_EQ(ratios[0].ratios.size(), 2u);
+  EXPECT_DOUBLE_EQ(ratios[0].ratios[1], 2.0);
+
+  // A baseline run takes precedence: the one-client run is then measured against it.
+  std::vector<RunReport> with_base = {run("baseline", 1, 40, 40), run("concurrency 1", 1, 44, 44),
+                                      run("concurrency 16", 16, 100, 100)};
+  ratios = Loadgen::ratios_to_baseline(with_base);
+  ASSERT_EQ(ratios.size(), 2u);
+  EXPECT_EQ(ratios[0].label, "concurrency 1");
+  EXPECT_DOUBLE_EQ(ratios[0].median, 1.1);
+
+  // Neither: no ratios.
+  const std::vector<RunReport> none = {run("concurrency 4", 4, 80, 90), run("rate 1", 0, 30, 0)};
+  EXPECT_TRUE(Loadgen::ratios_to_baseline(none).empty());
+}
+
 // Conversations: each later turn sends the last prompt, the reply as /tokenize gives it
 // back, and new tokens; the server finds the earlier turns in its prefix cache and says so.
 TEST(Loadgen, ConversationsSendTheRepliesBackAndFindThemCached) {
