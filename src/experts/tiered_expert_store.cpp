@@ -35,6 +35,10 @@ size_t parse_expert_cache_size(const std::string& s, size_t all_expert_bytes) {
   else if (unit == "G" || unit == "GB" || unit == "GIB") bytes = v * 1024 * 1024 * 1024;
   else throw Error(err);
   if (!(bytes > 0) || !std::isfinite(bytes)) throw Error(err);
+  // A share above all of the experts is a typo, not a budget (a byte size may exceed them).
+  if (unit == "%" && v > 100) throw Error("--expert-cache '" + s + "': a share of the experts is at most 100%");
+  // Past 2^63 the conversion to size_t is undefined; no machine has that much memory anyway.
+  if (bytes >= 0x1p63) throw Error("--expert-cache '" + s + "': more bytes than any machine's memory");
   return static_cast<size_t>(bytes);
 }
 

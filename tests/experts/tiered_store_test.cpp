@@ -246,6 +246,17 @@ TEST(ExpertStore, RejectsBadSizes) {
   EXPECT_EQ(parse_expert_cache_size("0.5", 1000), 500u);
   EXPECT_EQ(parse_expert_cache_size("25%", 1000), 250u);
   EXPECT_EQ(parse_expert_cache_size("4096", 1000), 4096u);
+  EXPECT_EQ(parse_expert_cache_size("100%", 1000), 1000u);
+  EXPECT_EQ(parse_expert_cache_size("8GB", 1000), size_t{8} << 30);  // a budget beyond the experts: all of them
+  // A share above 100% (a typo) and sizes no size_t holds are refused, naming the flag.
+  for (const char* bad : {"150%", "1e30", "1e20GB", "inf", "nan%"}) {
+    try {
+      parse_expert_cache_size(bad, 1000);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--expert-cache '" + std::string(bad) + "'"), std::string::npos) << e.what();
+    }
+  }
 }
 
 // Prefetch depth by cache size when --prefetch-layers is not given, and what a model
