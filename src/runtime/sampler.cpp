@@ -9,9 +9,12 @@ namespace sy {
 
 void SamplingParams::validate() const {
   if (!std::isfinite(temperature)) throw Error("--temp must be a finite number");
-  if (top_p <= 0.0f || top_p > 1.0f) throw Error("--top-p must be in (0, 1], got " + std::to_string(top_p));
-  if (min_p < 0.0f || min_p > 1.0f) throw Error("--min-p must be in [0, 1], got " + std::to_string(min_p));
-  if (repeat_penalty <= 0.0f) throw Error("--repeat-penalty must be positive");
+  // Written as "not inside the range", so that NaN (which fails every comparison) is refused too.
+  if (!(top_p > 0.0f && top_p <= 1.0f)) throw Error("--top-p must be in (0, 1], got " + std::to_string(top_p));
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) throw Error("--min-p must be in [0, 1], got " + std::to_string(min_p));
+  if (!(repeat_penalty > 0.0f) || !std::isfinite(repeat_penalty)) {
+    throw Error("--repeat-penalty must be a positive finite number, got " + std::to_string(repeat_penalty));
+  }
   if (repeat_last_n < 0) throw Error("--repeat-last-n must be >= 0");
 }
 

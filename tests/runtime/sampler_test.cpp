@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "runtime/sampler.h"
 
+#include <limits>
 #include <set>
 
 namespace sy {
@@ -78,6 +79,33 @@ TEST(Sampler, RejectsBadParameters) {
   p.top_p = 0.9f;
   p.repeat_penalty = 0.0f;
   EXPECT_THROW(Sampler{p}, Error);
+  // NaN fails every comparison, so each range check must refuse it too (and inf where it
+  // has no meaning); each message names its flag.
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  auto refused = [](SamplingParams q, const std::string& flag) {
+    try {
+      q.validate();
+      ADD_FAILURE() << flag << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(flag), std::string::npos) << e.what();
+    }
+  };
+  SamplingParams ok;
+  ok.validate();
+  SamplingParams q = ok;
+  q.top_p = nan;
+  refused(q, "--top-p");
+  q = ok;
+  q.min_p = nan;
+  refused(q, "--min-p");
+  q = ok;
+  q.repeat_penalty = nan;
+  refused(q, "--repeat-penalty");
+  q.repeat_penalty = inf;
+  refused(q, "--repeat-penalty");
+  q = ok;
+  q.temperature = nan;
+  refused(q, "--temp");
 }
 
 }  // namespace
