@@ -18,10 +18,22 @@ std::unique_ptr<httplib::Client> client(const HttpEndpoint& ep) {
   return c;
 }
 
+// What went wrong, in words: httplib's own names ("Connection", "Read") say too little.
+std::string describe(httplib::Error e) {
+  switch (e) {
+    case httplib::Error::Connection: return "could not connect (is a server listening there?)";
+    case httplib::Error::ConnectionTimeout: return "no connection within 10 s";
+    case httplib::Error::Read: return "the connection failed or timed out while reading the reply";
+    case httplib::Error::Write: return "the connection failed while sending the request";
+    case httplib::Error::Canceled: return "cancelled by the client";
+    default: return "HTTP client error: " + httplib::to_string(e);
+  }
+}
+
 HttpReply from(const httplib::Result& r) {
   HttpReply out;
   if (!r) {
-    out.error = httplib::to_string(r.error());
+    out.error = describe(r.error());
     return out;
   }
   out.status = r->status;
@@ -109,8 +121,7 @@ HttpReply http_post_sse(const HttpEndpoint& ep, const std::string& path, const s
     return true;
   };
   const httplib::Result r = c->send(req);
-  if (!r && r.error() != httplib::Error::Canceled) out.error = httplib::to_string(r.error());
-  if (!r && r.error() == httplib::Error::Canceled) out.error = "cancelled by the client";
+  if (!r) out.error = describe(r.error());
   return out;
 }
 

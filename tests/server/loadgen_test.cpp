@@ -333,6 +333,9 @@ TEST(Loadgen, ClearErrorsForBadSettingsAndNoServer) {
     FAIL() << "no server, yet no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("127.0.0.1:1"), std::string::npos) << e.what();
+    // In words, not httplib's bare "Connection".
+    EXPECT_NE(std::string(e.what()).find("could not connect (is a server listening there?)"), std::string::npos)
+        << e.what();
   }
 }
 
