@@ -7,13 +7,15 @@
 namespace sy {
 namespace {
 
+constexpr time_t kConnectSeconds = 10;
+
 std::unique_ptr<httplib::Client> client(const HttpEndpoint& ep) {
   auto c = std::make_unique<httplib::Client>(ep.host, ep.port);
   const auto sec = static_cast<time_t>(ep.timeout_s);
   const auto usec = static_cast<time_t>((ep.timeout_s - static_cast<double>(sec)) * 1e6);
   c->set_read_timeout(sec, usec);
   c->set_write_timeout(sec, usec);
-  c->set_connection_timeout(10, 0);
+  c->set_connection_timeout(kConnectSeconds, 0);
   if (!ep.api_key.empty()) c->set_bearer_token_auth(ep.api_key);
   return c;
 }
@@ -22,7 +24,7 @@ std::unique_ptr<httplib::Client> client(const HttpEndpoint& ep) {
 std::string describe(httplib::Error e) {
   switch (e) {
     case httplib::Error::Connection: return "could not connect (is a server listening there?)";
-    case httplib::Error::ConnectionTimeout: return "no connection within 10 s";
+    case httplib::Error::ConnectionTimeout: return "no connection within " + std::to_string(kConnectSeconds) + " s";
     case httplib::Error::Read: return "the connection failed or timed out while reading the reply";
     case httplib::Error::Write: return "the connection failed while sending the request";
     case httplib::Error::Canceled: return "cancelled by the client";
