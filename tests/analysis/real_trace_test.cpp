@@ -5,7 +5,6 @@
 
 #include <array>
 #include <cstdio>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "analysis/report.h"
@@ -88,7 +87,8 @@ TEST(AnalysisRealTrace, SessionTraceReadsBackAndAnalyses) {
     for (const auto& study : r.placement) EXPECT_LE(study[1].fit.max_load, study[0].fit.max_load + 1e-9);
     EXPECT_GT(r.activity.inactive_mean, 0.5);  // mostly single-token steps: 6 of 8 experts idle
 
-    const std::string dir = f.path() + ".report";
+    const test::TempDir report;
+    const std::string& dir = report.path();
     const auto files = write_report(r, dir);
     for (const auto& name : files) {
       const std::string text = test::read_text_file(dir + "/" + name);
@@ -100,7 +100,6 @@ TEST(AnalysisRealTrace, SessionTraceReadsBackAndAnalyses) {
     EXPECT_NE(std::find(files.begin(), files.end(), "summary.md"), files.end());
     EXPECT_NE(std::find(files.begin(), files.end(), "miss_rate_per_layer.svg"), files.end());
     EXPECT_NE(std::find(files.begin(), files.end(), "placement.svg"), files.end());
-    std::filesystem::remove_all(dir);
   }
 }
 

@@ -11,18 +11,10 @@
 namespace sy {
 namespace {
 
-// A folder removed with everything in it at the end of the test.
-struct TempDir {
-  test::TempFile name{"_bundle"};
-  TempDir() { std::filesystem::create_directory(name.path()); }
-  ~TempDir() { std::filesystem::remove_all(name.path()); }
-  const std::string& path() const { return name.path(); }
-};
-
 const std::string kScript = std::string(SY_SOURCE_DIR) + "/scripts/bundle-binary";
 
 TEST(BundleBinary, RunsWithTheBundledLibrariesAndGivesTheSameText) {
-  TempDir dir;
+  test::TempDir dir;
   const std::string bundle = dir.path() + "/b";
   const test::CliRun made = test::run_command(kScript + " " + SY_CLI_PATH + " " + bundle);
   ASSERT_EQ(made.code, 0) << made.out;
@@ -43,7 +35,7 @@ TEST(BundleBinary, RunsWithTheBundledLibrariesAndGivesTheSameText) {
 }
 
 TEST(BundleBinary, RefusesWhatIsNotAnExecutable) {
-  TempDir dir;
+  test::TempDir dir;
   const test::CliRun r = test::run_command(kScript + " " + dir.path() + "/missing " + dir.path() + "/b");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("is not an executable; build it first"), std::string::npos) << r.out;

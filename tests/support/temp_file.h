@@ -30,6 +30,17 @@ class TempFile {
   std::string path_;
 };
 
+// A folder of its own, removed with everything in it when the object goes.
+class TempDir {
+ public:
+  TempDir() { std::filesystem::create_directory(name_.path()); }
+  ~TempDir() { std::filesystem::remove_all(name_.path()); }
+  const std::string& path() const { return name_.path(); }
+
+ private:
+  TempFile name_{"_dir"};
+};
+
 inline std::vector<uint8_t> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
