@@ -36,7 +36,8 @@ void ModelArgs::add_to(CLI::App& app, bool with_moe) {
       ->needs(cache);
   app.add_option("--expert-profile", expert_profile, "Trace (--trace-experts) whose hottest experts stay pinned in the cache")
       ->needs(cache);
-  app.add_flag("--no-prefetch", no_prefetch, "Do not prefetch the next layers' predicted experts")->needs(cache);
+  CLI::Option* no_prefetch_flag =
+      app.add_flag("--no-prefetch", no_prefetch, "Do not prefetch the next layers' predicted experts")->needs(cache);
   app.add_option("--io-threads", io_threads, "Threads reading experts from the file (expert cache only)")
       ->check(CLI::Range(1, 64))
       ->needs(cache);
@@ -44,7 +45,8 @@ void ModelArgs::add_to(CLI::App& app, bool with_moe) {
                  "MoE layers ahead whose predicted experts start loading early (expert cache only; default: 2 "
                  "when the cache holds at least two thirds of the experts, else 1)")
       ->check(CLI::Range(1, 8))
-      ->needs(cache);
+      ->needs(cache)
+      ->excludes(no_prefetch_flag);  // a depth for prefetches that are off: one of the two is a mistake
 }
 
 ModelOptions ModelArgs::model_options() const {

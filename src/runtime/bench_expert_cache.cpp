@@ -121,8 +121,9 @@ void probe_disk(BenchRun& r, json& out) {
       std::to_string(r.tiered->capacity()) + " experts (" +
       (on_huge_pages < 0 ? std::string("huge pages unknown")
                          : std::to_string(static_cast<int>(100 * on_huge_pages)) + "% on huge pages") +
-      "), policy " + r.tiered->policy_name() + pinned + ", prefetch " +
-      std::to_string(model.prefetch_layers()) + " layer(s) ahead");
+      "), policy " + r.tiered->policy_name() + pinned +
+      (model.prefetch_layers() > 0 ? ", prefetch " + std::to_string(model.prefetch_layers()) + " layer(s) ahead"
+                                   : std::string(", no prefetch")));
 }
 
 json expert_cache_figures(const BenchRun& r, const StoreCounters& before_all, const StoreCounters& after,
@@ -141,12 +142,14 @@ json expert_cache_figures(const BenchRun& r, const StoreCounters& before_all, co
   const double pf_latency = a.prefetch_latency_seconds - before.prefetch_latency_seconds;
   const double pf_hidden = pf_latency - (a.prefetch_wait_seconds - before.prefetch_wait_seconds);
   const double pf_used = std::max(1.0, pre);
+  const std::string hidden = pre > 0 ? "; prefetch: " + std::to_string(1e3 * pf_hidden / pf_used) + " of " +
+                                           std::to_string(1e3 * pf_latency / pf_used) +
+                                           " ms of load latency hidden per prefetched expert used"
+                                     : std::string();
   r.log("    expert cache: hit rate " + std::to_string(use.hit_rate()) + " (+" +
         std::to_string(use.prefetched_rate()) + " prefetched), " + std::to_string(per_token / 1e6) +
         " MB read per token at " + std::to_string(read / seconds / 1e9) + " GB/s (disk bound " +
-        std::to_string(disk_bound_tps) +
-        " tokens/s); prefetch: " + std::to_string(1e3 * pf_hidden / pf_used) + " of " +
-        std::to_string(1e3 * pf_latency / pf_used) + " ms of load latency hidden per prefetched expert used");
+        std::to_string(disk_bound_tps) + " tokens/s)" + hidden);
   json io = io_figures(r, before_all.io, after.io, a.pack_seconds - before.pack_seconds, tokens, seconds);
   json out = {{"hit_rate", use.hit_rate()},
               {"prefetched_rate", use.prefetched_rate()},

@@ -116,6 +116,7 @@ TEST(Cli, PerplexityReportsTheExpertCache) {
   EXPECT_DOUBLE_EQ(c["hit_rate"].get<double>() + c["load_rate"].get<double>(), 1.0);
   EXPECT_EQ(c["prefetched_rate"], 0.0);
   EXPECT_NE(cached.out.find("perplexity: expert cache (eb-lfu, 16 experts): "), std::string::npos) << cached.out;
+  EXPECT_NE(cached.out.find("read per token; no prefetch; waited"), std::string::npos) << cached.out;
 }
 
 TEST(Cli, InfoReportsExperts) {
@@ -155,6 +156,10 @@ TEST(Cli, BadInputGivesClearErrors) {
     EXPECT_NE(r.code, 0) << flag;
     EXPECT_NE(r.out.find("requires --expert-cache"), std::string::npos) << flag << ": " << r.out;
   }
+  // A prefetch depth with the prefetch turned off: one of the two is a mistake.
+  r = run("generate -m " + mixtral() + " -p hi -n 1 --expert-cache 50% --no-prefetch --prefetch-layers 2");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--no-prefetch excludes --prefetch-layers"), std::string::npos) << r.out;
   // A chat template file that cannot be used stops serve before it loads the model.
   r = run("serve -m " + mixtral() + " --port 0 --chat-template-file /nonexistent.jinja");
   EXPECT_NE(r.code, 0);
