@@ -113,7 +113,8 @@ std::string activity_table(const AnalysisResult& r) {
 AnalysisResult run_analysis(const Trace& t, const AnalysisOptions& opt) {
   if (t.n_steps() < 2)
     throw Error("analyze: trace " + opt.trace_path + " has " + std::to_string(t.n_steps()) +
-                " steps; at least 2 are needed");
+                " step(s); locality and the held-out placement need at least 2 (record a longer run, e.g. "
+                "generate -n 32 --trace-experts FILE)");
   AnalysisResult r;
   r.trace = &t;
   r.options = opt;

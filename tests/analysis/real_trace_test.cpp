@@ -142,6 +142,17 @@ TEST(AnalysisRealTrace, CliGenerateTraceThenAnalyze) {
   out = run_cli("analyze " + trace.path() + " --devices 2,x", code);
   EXPECT_NE(code, 0);
   EXPECT_NE(out.find("--devices"), std::string::npos) << out;
+  // A one-step trace (the prompt alone) has no next step to measure locality on: refused,
+  // with the way out.
+  test::TempFile one(".sytrace");
+  out = run_cli("generate -m " + default_model() + " -p Hi -n 1 --trace-experts " + one.path(), code);
+  ASSERT_EQ(code, 0) << out;
+  out = run_cli("analyze " + one.path(), code);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find(one.path() + " has 1 step(s); locality and the held-out placement need at least 2 (record a "
+                                  "longer run"),
+            std::string::npos)
+      << out;
 }
 
 }  // namespace
