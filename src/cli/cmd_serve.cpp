@@ -206,7 +206,9 @@ void add_serve(CLI::App& app) {
         static_cast<long long>(engine.stats().snapshot().kv_blocks_total),
         static_cast<long long>(ec.block_size), static_cast<long long>(ec.batch_tokens), ec.max_queue,
         a->e.n_threads);
-    std::printf("serve: listening on http://%s:%d\n", a->s.host.c_str(), port);
+    // An IPv6 address goes in brackets in a URL ("http://[::1]:8080"), as clients expect it.
+    const bool ipv6 = a->s.host.find(':') != std::string::npos;
+    std::printf("serve: listening on http://%s%s%s:%d\n", ipv6 ? "[" : "", a->s.host.c_str(), ipv6 ? "]" : "", port);
     std::fflush(stdout);
     {
       SignalWatcher watcher(server,

@@ -48,25 +48,36 @@ HttpReply from(const httplib::Result& r) {
 HttpEndpoint HttpEndpoint::parse(const std::string& url) {
   HttpEndpoint ep;
   std::string rest = url;
-  if (rest.rfind("https://", 0) == 0) throw Error("--url: https is not supported; use http://HOST:PORT");
-  if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
+  const auto scheme_end = rest.find("://");
+  if (scheme_end != std::string::npos) {
+    const std::string scheme = rest.substr(0, scheme_end);
+    if (scheme != "http") throw Error("--url: " + scheme + " is not supported; use http://HOST:PORT");
+    rest = rest.substr(scheme_end + 3);
+  }
   const auto slash = rest.find('/');
   std::string hostport = rest.substr(0, slash);
   ep.prefix = slash == std::string::npos ? "" : rest.substr(slash);
   while (!ep.prefix.empty() && ep.prefix.back() == '/') ep.prefix.pop_back();
   if (ep.prefix.size() >= 3 && ep.prefix.compare(ep.prefix.size() - 3, 3, "/v1") == 0)
     ep.prefix.resize(ep.prefix.size() - 3);
-  const auto colon = hostport.rfind(':');
-  if (colon != std::string::npos && hostport.find(']') == std::string::npos) {
-    try {
-      ep.port = std::stoi(hostport.substr(colon + 1));
-    } catch (const std::exception&) {
-      throw Error("--url: bad port in '" + url + "'");
-    }
+  // An IPv6 address comes in brackets ("[::1]:8080"), so its colons are not the port's.
+  std::string port;
+  if (!hostport.empty() && hostport.front() == '[') {
+    const auto close = hostport.find(']');
+    if (close == std::string::npos) throw Error("--url: no ']' after the IPv6 address in '" + url + "'");
+    const std::string after = hostport.substr(close + 1);
+    if (!after.empty() && after.front() != ':') throw Error("--url: unexpected '" + after + "' in '" + url + "'");
+    port = after.empty() ? "80" : after.substr(1);
+    hostport = hostport.substr(1, close - 1);
+  } else if (const auto colon = hostport.rfind(':'); colon != std::string::npos) {
+    port = hostport.substr(colon + 1);
     hostport = hostport.substr(0, colon);
   } else {
-    ep.port = 80;
+    port = "80";
   }
+  const bool digits = !port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos;
+  ep.port = digits ? std::stoi(port) : 0;
+  if (ep.port < 1 || ep.port > 65535) throw Error("--url: bad port in '" + url + "' (expected 1-65535)");
   if (hostport.empty()) throw Error("--url: no host in '" + url + "'");
   ep.host = hostport;
   return ep;

@@ -15,7 +15,8 @@ struct HttpEndpoint {
   std::string api_key;  // sent as a bearer token when set
   double timeout_s = 600;
 
-  // "http://host[:port][/prefix]"; a trailing "/v1" is dropped. Throws sy::Error.
+  // "http://host[:port][/prefix]" (the scheme may be left out; an IPv6 host in brackets,
+  // "[::1]:8080"); a trailing "/v1" is dropped. Throws sy::Error.
   static HttpEndpoint parse(const std::string& url);
 };
 

@@ -313,6 +313,44 @@ TEST(Loadgen, ConversationsSendTheRepliesBackAndFindThemCached) {
   EXPECT_NE(Loadgen::table(runs).find("later turns: TTFT"), std::string::npos);
 }
 
+TEST(LoadgenUrl, HostPortAndPrefix) {
+  struct Case {
+    const char* url;
+    const char* host;
+    int port;
+    const char* prefix;
+  };
+  const Case cases[] = {
+      {"http://127.0.0.1:8080", "127.0.0.1", 8080, ""},  {"localhost:9000/v1/", "localhost", 9000, ""},
+      {"http://example.org", "example.org", 80, ""},     {"http://h:81/proxy/v1", "h", 81, "/proxy"},
+      {"http://[::1]:8080", "::1", 8080, ""},            {"http://[fe80::2]/api", "fe80::2", 80, "/api"},
+  };
+  for (const Case& c : cases) {
+    const HttpEndpoint ep = HttpEndpoint::parse(c.url);
+    EXPECT_EQ(ep.host, c.host) << c.url;
+    EXPECT_EQ(ep.port, c.port) << c.url;
+    EXPECT_EQ(ep.prefix, c.prefix) << c.url;
+  }
+}
+
+TEST(LoadgenUrl, BadUrlsNameTheProblem) {
+  auto error_of = [](const std::string& url) {
+    try {
+      HttpEndpoint::parse(url);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(error_of("https://example.org"), "--url: https is not supported; use http://HOST:PORT");
+  EXPECT_EQ(error_of("ftp://example.org"), "--url: ftp is not supported; use http://HOST:PORT");
+  for (const char* url : {"http://h:x", "http://h:80abc", "http://h:0", "http://h:65536", "http://h:", "http://[::1]:"})
+    EXPECT_EQ(error_of(url), std::string("--url: bad port in '") + url + "' (expected 1-65535)") << url;
+  EXPECT_EQ(error_of("http://"), "--url: no host in 'http://'");
+  EXPECT_EQ(error_of("http://[::1:8080"), "--url: no ']' after the IPv6 address in 'http://[::1:8080'");
+  EXPECT_EQ(error_of("http://[::1]x"), "--url: unexpected 'x' in 'http://[::1]x'");
+}
+
 TEST(Loadgen, ClearErrorsForBadSettingsAndNoServer) {
   LoadgenConfig c;
   c.endpoint.port = 1;  // nothing listens there
