@@ -5,6 +5,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/memory_info.h"
 #include "base/huge_pages.h"
 #include "experts/profile_pins.h"
 #include "experts/trace.h"
@@ -90,6 +91,13 @@ TieredExpertStore::TieredExpertStore(const GgufFile& f, const HParams& hp, const
                 std::to_string(unit_bytes) + " bytes)");
   }
   const int64_t cap = int64_t{per_layer_} * n_moe;
+  size_t slot_bytes = 0;
+  for (int i = 0; i < 3; ++i) slot_bytes += DirectReader::span_bytes(sources_[0].m[i].bytes());
+  // The slots are faulted in below: more than the machine (or the cgroup) has would end in
+  // the OOM killer, not in an error.
+  require_available_memory(static_cast<size_t>(cap) * slot_bytes,
+                           "--expert-cache (" + std::to_string(cap) + " expert slots)",
+                           "give a smaller --expert-cache");
   reader_ = std::make_unique<DirectReader>(f.path(), opt.io_threads);
   slots_.resize(static_cast<size_t>(cap));
   for (Slot& s : slots_) {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "base/memory_info.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/quantize.h"
 
@@ -43,11 +44,19 @@ KvCache::KvCache(int n_layer, int64_t k_dim, int64_t v_dim, int64_t n_blocks, in
       v_row_(row_bytes(type, v_dim)), n_blocks_(n_blocks), block_size_(block_size),
       max_positions_(n_blocks * block_size),
       k_bytes_(store_bytes(n_layer, k_row_, n_blocks, block_size, n_seq)),
-      v_bytes_(store_bytes(n_layer, v_row_, n_blocks, block_size, n_seq)),
-      k_(k_bytes_, /*prefault=*/true),
-      v_(v_bytes_, /*prefault=*/true),
-      tables_(n_seq), refs_(static_cast<size_t>(n_blocks), 0), retained_(static_cast<size_t>(n_blocks), 0),
-      cached_at_(static_cast<size_t>(n_blocks)) {
+      v_bytes_(store_bytes(n_layer, v_row_, n_blocks, block_size, n_seq)) {
+  // Checked before anything is allocated: prefaulting more than the machine (or the
+  // cgroup) has would end in the OOM killer, not in an error.
+  require_available_memory(k_bytes_ + v_bytes_,
+                           "the KV cache (" + std::to_string(n_blocks * block_size) + " positions of " +
+                               dtype_name(type) + " keys and values)",
+                           "lower --ctx-size (or --parallel or --kv-size when serving), or use --kv-type f16 or q8_0");
+  k_ = HugePageMemory(k_bytes_, /*prefault=*/true);
+  v_ = HugePageMemory(v_bytes_, /*prefault=*/true);
+  tables_.resize(static_cast<size_t>(n_seq));
+  refs_.assign(static_cast<size_t>(n_blocks), 0);
+  retained_.assign(static_cast<size_t>(n_blocks), 0);
+  cached_at_.resize(static_cast<size_t>(n_blocks));
   for (int64_t b = n_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
 }
 

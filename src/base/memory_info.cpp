@@ -1,0 +1,123 @@
+#include "base/memory_info.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "base/error.h"
+
+namespace sy {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return {};
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// The unsigned integer after `prefix` at the start of a line of `text` (0: none).
+size_t value_after(std::string_view text, std::string_view prefix) {
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = std::min(text.find('\n', at), text.size());
+    const std::string_view line = text.substr(at, end - at);
+    if (line.substr(0, prefix.size()) == prefix) {
+      size_t v = 0;
+      for (char c : line.substr(prefix.size())) {
+        if (c >= '0' && c <= '9') {
+          v = v * 10 + static_cast<size_t>(c - '0');
+        } else if (v > 0 || c != ' ') {
+          break;
+        }
+      }
+      return v;
+    }
+    at = end + 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+size_t parse_mem_available(std::string_view meminfo) {
+  return value_after(meminfo, "MemAvailable:") * 1024;
+}
+
+size_t parse_swap_free(std::string_view meminfo) {
+  return value_after(meminfo, "SwapFree:") * 1024;
+}
+
+CgroupPath parse_memory_cgroup(std::string_view text) {
+  CgroupPath unified;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = std::min(text.find('\n', at), text.size());
+    const std::string_view line = text.substr(at, end - at);
+    at = end + 1;
+    // "hierarchy-id:controllers:path"
+    const size_t c1 = line.find(':');
+    const size_t c2 = c1 == std::string_view::npos ? c1 : line.find(':', c1 + 1);
+    if (c2 == std::string_view::npos) continue;
+    const std::string_view controllers = line.substr(c1 + 1, c2 - c1 - 1);
+    const std::string path(line.substr(c2 + 1));
+    if (controllers.empty()) {
+      unified = {false, path};
+      continue;
+    }
+    for (size_t s = 0; s <= controllers.size();) {
+      const size_t comma = std::min(controllers.find(',', s), controllers.size());
+      if (controllers.substr(s, comma - s) == "memory") return {true, path};
+      s = comma + 1;
+    }
+  }
+  return unified;
+}
+
+size_t parse_memory_stat(std::string_view memory_stat, std::string_view key) {
+  return value_after(memory_stat, std::string(key) + " ");
+}
+
+size_t parse_memory_limit(std::string_view text) {
+  if (text.substr(0, 3) == "max") return 0;
+  size_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') break;
+    v = v * 10 + static_cast<size_t>(c - '0');
+  }
+  return v >= (size_t{1} << 62) ? 0 : v;  // v1 writes "no limit" as 2^63 rounded down to a page
+}
+
+size_t available_memory_bytes() {
+  const std::string meminfo = read_file("/proc/meminfo");
+  // Swap lets an allocation past the RAM succeed (slowly) rather than end in the OOM killer.
+  const size_t swap = parse_swap_free(meminfo);
+  const size_t ram = parse_mem_available(meminfo);
+  const size_t available = ram == 0 ? 0 : ram + swap;
+  const CgroupPath cg = parse_memory_cgroup(read_file("/proc/self/cgroup"));
+  if (cg.path.empty()) return available;
+  const std::string dir = std::string(cg.v1 ? "/sys/fs/cgroup/memory" : "/sys/fs/cgroup") + cg.path;
+  const size_t limit =
+      parse_memory_limit(read_file(dir + (cg.v1 ? "/memory.limit_in_bytes" : "/memory.max")));
+  if (limit == 0) return available;
+  // What the cgroup's processes hold and the kernel cannot reclaim: anonymous memory.
+  const std::string stat = read_file(dir + "/memory.stat");
+  const size_t anon = cg.v1 ? parse_memory_stat(stat, "total_rss") : parse_memory_stat(stat, "anon");
+  const size_t left = (limit > anon ? limit - anon : 0) + swap;
+  return available == 0 ? left : std::min(available, left);
+}
+
+std::string gigabytes(size_t bytes) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.1f GB", static_cast<double>(bytes) / 1e9);
+  return s;
+}
+
+void require_available_memory(size_t bytes, const std::string& what, const std::string& way_out) {
+  const size_t available = available_memory_bytes();
+  if (available == 0 || bytes <= available) return;
+  throw Error(what + " needs " + gigabytes(bytes) + ", but only " + gigabytes(available) +
+              " of memory is available; " + way_out);
+}
+
+}  // namespace sy
