@@ -95,7 +95,7 @@ void add_serve(CLI::App& app) {
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 24));
   c->add_option("--kv-size", a->e.kv_tokens,
                 "KV cache pool in token positions, shared by all requests (default: parallel x ctx-size, at "
-                "most ~2 GiB)")
+                "most ~2 GiB or half the memory left)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   c->add_option("--kv-block-size", a->e.block_size, "Positions per KV cache block")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))

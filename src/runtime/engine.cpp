@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "base/error.h"
+#include "base/memory_info.h"
 
 namespace sy {
 namespace {
@@ -30,8 +31,11 @@ EngineConfig resolve_engine_config(const Model& model, EngineConfig c) {
   const auto bytes_per_pos =
       static_cast<int64_t>(KvCache::position_bytes(model.kv_type(), hp.n_layer, hp.k_dim(), hp.v_dim()));
   if (c.kv_tokens <= 0) {
-    const int64_t cap =
-        std::max<int64_t>(c.ctx_size, (int64_t{2} << 30) / std::max<int64_t>(1, bytes_per_pos));
+    // About 2 GiB, or half of the memory left when that is less (a cgroup that also holds an
+    // expert cache), but at least one context: requests beyond it wait for blocks.
+    int64_t budget = int64_t{2} << 30;
+    if (const size_t left = available_memory_bytes(); left > 0) budget = std::min(budget, static_cast<int64_t>(left / 2));
+    const int64_t cap = std::max<int64_t>(c.ctx_size, budget / std::max<int64_t>(1, bytes_per_pos));
     c.kv_tokens = std::min<int64_t>(c.parallel * c.ctx_size, cap);
   }
   const int64_t ctx_blocks = (c.ctx_size + c.block_size - 1) / c.block_size;
