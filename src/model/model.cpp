@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include "base/error.h"
+#include "base/memory_info.h"
 #include "kernels/cpu/weight_prep.h"
 
 namespace sy {
@@ -18,6 +19,14 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelOptions& 
                 "; this model's are " + std::to_string(m->hp_.head_dim_k) + " (K) and " +
                 std::to_string(m->hp_.head_dim_v) + " (V); use f16 or f32");
   }
+  // Packed weights are copied out of the file into anonymous memory, which the kernel
+  // cannot evict: more than there is ends in the OOM killer, so it is checked first.
+  const bool resident_experts = opt.expert_cache.empty() || !m->hp_.is_moe();
+  require_available_memory(m->copied_weight_bytes(resident_experts),
+                           "loading the weights (Q4_0/Q8_0 matrices repacked for the CPU kernels)",
+                           m->hp_.is_moe() && resident_experts
+                               ? "keep only part of the experts in memory with --expert-cache SIZE"
+                               : "use a machine with more memory");
   ThreadPool pool(ThreadPool::default_threads());
   m->prepare_weights(pool);
   if (!opt.expert_cache.empty() && m->hp_.is_moe()) {
@@ -50,23 +59,41 @@ size_t Model::dense_weight_bytes() const {
   return n;
 }
 
+template <class F>
+void Model::for_each_dense_matrix(F f) {
+  const bool tied = weights_.output.data == weights_.token_embd.data;
+  f(weights_.token_embd);
+  if (tied) weights_.output = weights_.token_embd;
+  else f(weights_.output);
+  for (LayerWeights& l : weights_.layers) {
+    for (WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.router, &l.dense.gate, &l.dense.up, &l.dense.down,
+                            &l.shared_expert.gate, &l.shared_expert.up, &l.shared_expert.down}) {
+      f(*w);
+    }
+  }
+}
+
 void Model::prepare_weights(ThreadPool& pool) {
-  auto prep = [&](WeightMatrix& w) {
+  for_each_dense_matrix([&](WeightMatrix& w) {
     if (w.empty()) return;
     const WeightMatrix p = cpu::prepare_weight(w, arena_, pool);
     if (p.data != w.data) file_->drop_pages(w.data, w.bytes());
     w = p;
-  };
-  const bool tied = weights_.output.data == weights_.token_embd.data;
-  prep(weights_.token_embd);
-  if (tied) weights_.output = weights_.token_embd;
-  else prep(weights_.output);
-  for (LayerWeights& l : weights_.layers) {
-    for (WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.router, &l.dense.gate, &l.dense.up, &l.dense.down,
-                            &l.shared_expert.gate, &l.shared_expert.up, &l.shared_expert.down}) {
-      prep(*w);
-    }
+  });
+}
+
+size_t Model::copied_weight_bytes(bool experts) {
+  size_t n = 0;
+  for_each_dense_matrix([&](WeightMatrix& w) {
+    if (!w.empty() && cpu::copied_at_load(w)) n += w.bytes();
+  });
+  if (!experts) return n;
+  for (const GgufTensorInfo& t : file_->tensors()) {
+    if (!is_routed_expert_tensor(t.name) || t.shape.empty()) continue;
+    const WeightMatrix w{t.dtype, 1, t.shape[0], nullptr, t.name, t.packed};
+    if (cpu::copied_at_load(w)) n += t.n_bytes;
   }
+  return n;
 }
 
 }  // namespace sy

@@ -46,8 +46,16 @@ class Model {
   // Bytes of the weights every step reads whatever the routing: attention, routers,
   // dense FFNs, shared experts, norms and the output head.
   size_t dense_weight_bytes() const;
+  // Bytes load copies out of the file into anonymous memory (weights packed for the
+  // kernels; routed experts too with `experts`, when they are all resident), which load
+  // checks against the memory available; and what it did copy.
+  size_t copied_weight_bytes(bool experts);
+  size_t copied_bytes() const { return arena_.bytes(); }
 
  private:
+  // Applies `f` to every non-expert weight matrix prepare_weights converts.
+  template <class F>
+  void for_each_dense_matrix(F f);
   void prepare_weights(ThreadPool& pool);
 
   std::unique_ptr<GgufFile> file_;

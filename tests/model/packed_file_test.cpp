@@ -114,6 +114,28 @@ TEST_P(PackedFile, SameLogitsAndBytesAsTheSource) {
   }
 }
 
+// Load checks the bytes it will copy into anonymous memory against the memory available
+// before it copies them: the estimate must be exactly what it then copies.
+TEST_P(PackedFile, LoadCopiesTheBytesItCheckedFor) {
+  const auto [arch, type] = GetParam();
+  test::TempFile src;
+  write_model(src.path(), arch, type);
+  auto m = Model::load(src.path());
+  EXPECT_EQ(m->copied_weight_bytes(true), m->copied_bytes());
+  if (cpu::packing_enabled()) {
+    EXPECT_GE(m->copied_bytes(), m->all_expert_bytes());  // every routed expert, and more
+  } else {
+    EXPECT_EQ(m->copied_bytes(), 0u);
+  }
+  ModelOptions cached;
+  cached.expert_cache = "50%";
+  auto c = Model::load(src.path(), cached);
+  EXPECT_EQ(c->copied_weight_bytes(false), c->copied_bytes());
+  if (cpu::packing_enabled()) {
+    EXPECT_EQ(c->copied_bytes() + m->all_expert_bytes(), m->copied_bytes());
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, PackedFile,
                          ::testing::Values(std::make_pair(std::string("olmoe"), DType::Q4_0),
                                            std::make_pair(std::string("qwen2moe"), DType::Q8_0)),

@@ -17,9 +17,10 @@ bool packing_enabled() {
 
 bool packs_at_load(const WeightMatrix& w) { return !w.packed && packable(w.dtype, w.cols) && packing_enabled(); }
 
+bool copied_at_load(const WeightMatrix& w) { return (w.packed && packable(w.dtype, w.cols)) || packs_at_load(w); }
+
 WeightMatrix prepare_weight(const WeightMatrix& w, WeightArena& arena, ThreadPool& pool) {
-  const bool packed_in_file = w.packed && packable(w.dtype, w.cols);
-  if (!packed_in_file && !packs_at_load(w)) return w;
+  if (!copied_at_load(w)) return w;
   // Packed in the file (`switchyard pack`) or packed now: either way into the arena, so
   // that the weights live in anonymous memory (huge pages where the arena gets them) that
   // memory pressure cannot evict, as every packed weight does.

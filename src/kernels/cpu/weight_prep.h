@@ -17,6 +17,10 @@ bool packing_enabled();
 // packing enabled (a file written by `switchyard pack` holds them packed already).
 bool packs_at_load(const WeightMatrix& w);
 
+// True when prepare_weight copies `w` into the arena (its bytes then sit in anonymous
+// memory, not in the file's page cache).
+bool copied_at_load(const WeightMatrix& w);
+
 // The matrix to compute with: `w` itself, or a packed copy in `arena` (also for a matrix
 // packed in the file already).
 WeightMatrix prepare_weight(const WeightMatrix& w, WeightArena& arena, ThreadPool& pool);
