@@ -208,7 +208,8 @@ void add_serve(CLI::App& app) {
         a->e.n_threads);
     // An IPv6 address goes in brackets in a URL ("http://[::1]:8080"), as clients expect it.
     const bool ipv6 = a->s.host.find(':') != std::string::npos;
-    std::printf("serve: listening on http://%s%s%s:%d\n", ipv6 ? "[" : "", a->s.host.c_str(), ipv6 ? "]" : "", port);
+    std::printf("serve: listening on http://%s%s%s:%d\n", ipv6 ? "[" : "", a->s.host.c_str(), ipv6 ? "]" : "",
+                port);
     std::fflush(stdout);
     {
       SignalWatcher watcher(server,

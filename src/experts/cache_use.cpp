@@ -22,7 +22,9 @@ std::string describe_expert_cache_use(const ExpertCacheUse& u, double tokens) {
   tokens = std::max(1.0, tokens);
   // Without a prefetch issued there is no accuracy to give (0% would read as all guesses wrong).
   char accuracy[48] = "no prefetch";
-  if (u.prefetch_issued > 0) std::snprintf(accuracy, sizeof accuracy, "prefetch accuracy %.1f%%", 100.0 * u.prefetch_accuracy());
+  if (u.prefetch_issued > 0) {
+    std::snprintf(accuracy, sizeof accuracy, "prefetch accuracy %.1f%%", 100.0 * u.prefetch_accuracy());
+  }
   char line[320];
   std::snprintf(
       line, sizeof line,

@@ -5,8 +5,8 @@
 
 #include "base/clock.h"
 #include "base/error.h"
-#include "base/memory_info.h"
 #include "base/huge_pages.h"
+#include "base/memory_info.h"
 #include "experts/profile_pins.h"
 #include "experts/trace.h"
 #include "formats/gguf_reader.h"

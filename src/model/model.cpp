@@ -61,10 +61,8 @@ size_t Model::dense_weight_bytes() const {
 
 template <class F>
 void Model::for_each_dense_matrix(F f) {
-  const bool tied = weights_.output.data == weights_.token_embd.data;
   f(weights_.token_embd);
-  if (tied) weights_.output = weights_.token_embd;
-  else f(weights_.output);
+  if (weights_.output.data != weights_.token_embd.data) f(weights_.output);  // tied: one matrix
   for (LayerWeights& l : weights_.layers) {
     for (WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.router, &l.dense.gate, &l.dense.up, &l.dense.down,
                             &l.shared_expert.gate, &l.shared_expert.up, &l.shared_expert.down}) {
@@ -74,12 +72,14 @@ void Model::for_each_dense_matrix(F f) {
 }
 
 void Model::prepare_weights(ThreadPool& pool) {
+  const bool tied = weights_.output.data == weights_.token_embd.data;
   for_each_dense_matrix([&](WeightMatrix& w) {
     if (w.empty()) return;
     const WeightMatrix p = cpu::prepare_weight(w, arena_, pool);
     if (p.data != w.data) file_->drop_pages(w.data, w.bytes());
     w = p;
   });
+  if (tied) weights_.output = weights_.token_embd;
 }
 
 size_t Model::copied_weight_bytes(bool experts) {

@@ -34,7 +34,8 @@ EngineConfig resolve_engine_config(const Model& model, EngineConfig c) {
     // About 2 GiB, or half of the memory left when that is less (a cgroup that also holds an
     // expert cache), but at least one context: requests beyond it wait for blocks.
     int64_t budget = int64_t{2} << 30;
-    if (const size_t left = available_memory_bytes(); left > 0) budget = std::min(budget, static_cast<int64_t>(left / 2));
+    const size_t left = available_memory_bytes();
+    if (left > 0) budget = std::min(budget, static_cast<int64_t>(left / 2));
     const int64_t cap = std::max<int64_t>(c.ctx_size, budget / std::max<int64_t>(1, bytes_per_pos));
     c.kv_tokens = std::min<int64_t>(c.parallel * c.ctx_size, cap);
   }
