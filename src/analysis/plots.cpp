@@ -5,6 +5,7 @@
 
 #include "analysis/report.h"
 #include "analysis/svg.h"
+#include "base/file_output.h"
 
 namespace sy {
 namespace {
@@ -171,7 +172,7 @@ std::string placement_svg(const AnalysisResult& r) {
 std::vector<std::string> write_plots(const AnalysisResult& r, const std::string& dir) {
   std::vector<std::string> files;
   auto put = [&](const std::string& name, const std::string& text) {
-    svg::write_file(dir + "/" + name, text);
+    write_whole_file(dir + "/" + name, text);
     files.push_back(name);
   };
   for (int l = 0; l < r.trace->info.n_moe(); ++l) {

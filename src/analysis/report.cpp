@@ -8,6 +8,7 @@
 
 #include "analysis/svg.h"
 #include "base/error.h"
+#include "base/file_output.h"
 
 namespace sy {
 namespace {
@@ -238,7 +239,7 @@ std::vector<std::string> write_report(const AnalysisResult& r, const std::string
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error("analyze: cannot create --out " + dir + ": " + ec.message());
   std::vector<std::string> files = write_plots(r, dir);
-  svg::write_file(dir + "/analysis.json", analysis_json(r).dump(1) + "\n");
+  write_whole_file(dir + "/analysis.json", analysis_json(r).dump(1) + "\n");
   files.push_back("analysis.json");
   const Trace& t = *r.trace;
   std::ostringstream md;
@@ -264,7 +265,7 @@ std::vector<std::string> write_report(const AnalysisResult& r, const std::string
           "load).\n\n"
        << placement_table(r) << "\n![placement](placement.svg)\n";
   }
-  svg::write_file(dir + "/summary.md", md.str());
+  write_whole_file(dir + "/summary.md", md.str());
   files.push_back("summary.md");
   return files;
 }

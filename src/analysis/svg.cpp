@@ -3,10 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
-#include "base/error.h"
 
 namespace sy::svg {
 namespace {
@@ -302,13 +300,6 @@ std::string bar_chart(const BarChart& b) {
   }
   o << "</svg>\n";
   return o.str();
-}
-
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) throw Error("cannot write " + path);
 }
 
 }  // namespace sy::svg

@@ -50,7 +50,5 @@ std::string bar_chart(const BarChart& b);
 
 // The palette used for policies and methods, by index.
 const std::string& colour(int i);
-// Writes text to path; throws sy::Error naming the path on failure.
-void write_file(const std::string& path, const std::string& text);
 
 }  // namespace sy::svg

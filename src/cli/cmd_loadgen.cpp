@@ -3,11 +3,11 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <limits>
 #include <memory>
 
 #include "base/error.h"
+#include "base/file_output.h"
 #include "cli/common.h"
 #include "server/loadgen.h"
 
@@ -164,11 +164,7 @@ void add_loadgen(CLI::App& app) {
     } else {
       std::fputs(table.c_str(), stdout);
     }
-    if (!a->out.empty()) {
-      std::ofstream f(a->out);
-      if (!f) throw Error("-o: cannot write " + a->out);
-      f << report.dump(2) << "\n";
-    }
+    if (!a->out.empty()) write_whole_file(a->out, report.dump(2) + "\n");
     // The report counts only completed requests, so a run with failures must not pass for a
     // clean one in a script: exit non-zero, after the figures, naming the first error.
     int failed = 0, sent = 0;

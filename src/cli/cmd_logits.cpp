@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "base/error.h"
+#include "base/file_output.h"
 #include "cli/common.h"
 #include "runtime/session.h"
 
@@ -33,10 +34,7 @@ void add_logits(CLI::App& app) {
     ThreadPool pool(a->m.n_threads());
     Session s(*model, pool, static_cast<int64_t>(ids.size()), a->m.moe());
     s.eval(ids, /*all_logits=*/true);
-    std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(a->out.c_str(), "wb"), std::fclose);
-    if (!f) throw Error("cannot write " + a->out);
-    const size_t n = ids.size() * model->hparams().n_vocab;
-    if (std::fwrite(s.logits(0), sizeof(float), n, f.get()) != n) throw Error("write failed: " + a->out);
+    write_whole_file(a->out, s.logits(0), sizeof(float) * ids.size() * model->hparams().n_vocab);
     std::fprintf(stderr, "wrote %zu x %lld logits to %s\n", ids.size(), static_cast<long long>(model->hparams().n_vocab), a->out.c_str());
   });
 }

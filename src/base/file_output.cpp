@@ -1,0 +1,28 @@
+#include "base/file_output.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "base/error.h"
+
+namespace sy {
+
+void write_whole_file(const std::string& path, const void* data, size_t bytes) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) throw Error("cannot write " + path + ": " + std::strerror(errno));
+  int err = std::fwrite(data, 1, bytes, f) == bytes ? 0 : errno;
+  // fclose flushes: a disk that fills up may only say so here.
+  if (std::fclose(f) != 0 && err == 0) err = errno;
+  if (err == 0) return;
+  // Only a regular file is removed: never a device (/dev/full) or a pipe the user named.
+  struct stat st;
+  const bool removed =
+      ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && std::remove(path.c_str()) == 0;
+  throw Error("cannot write " + path + ": " + std::strerror(err) +
+              (removed ? " (the incomplete file was removed)" : ""));
+}
+
+}  // namespace sy
