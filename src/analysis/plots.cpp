@@ -5,7 +5,7 @@
 
 #include "analysis/report.h"
 #include "analysis/svg.h"
-#include "base/file_output.h"
+#include "base/whole_file.h"
 
 namespace sy {
 namespace {

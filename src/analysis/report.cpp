@@ -8,7 +8,7 @@
 
 #include "analysis/svg.h"
 #include "base/error.h"
-#include "base/file_output.h"
+#include "base/whole_file.h"
 
 namespace sy {
 namespace {

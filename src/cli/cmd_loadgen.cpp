@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "base/error.h"
-#include "base/file_output.h"
+#include "base/whole_file.h"
 #include "cli/common.h"
 #include "server/loadgen.h"
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/whole_file.h"
 #include "cli/common.h"
 #include "experts/trace.h"
 #include "runtime/perplexity.h"

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/whole_file.h"
 #include "base/worker_signals.h"
 #include "cli/common.h"
 #include "experts/trace.h"

@@ -2,8 +2,6 @@
 
 #include <charconv>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 
 #include "base/error.h"
 #include "base/huge_pages.h"
@@ -127,12 +125,6 @@ CLI::Validator number_from_zero(bool strict, const char* what) {
 }
 
 }  // namespace
-
-std::string read_whole_file(const std::string& path, const char* who) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(std::string(who) + ": cannot read " + path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 CLI::Validator positive_number() { return number_from_zero(true, "a positive number"); }
 CLI::Validator non_negative_number() { return number_from_zero(false, "0 or more"); }

@@ -46,9 +46,6 @@ nlohmann::json report_expert_cache(const char* who, const Model& m, const Expert
 // such positions still run, but the model has never seen them and its output degrades.
 void warn_beyond_training_context(const char* who, const HParams& hp, int64_t ctx);
 
-// The bytes of a file; throws sy::Error "WHO: cannot read PATH" when it cannot be opened.
-std::string read_whole_file(const std::string& path, const char* who);
-
 // Checks for numeric flags: a number above 0 (positive) or at least 0. CLI11's own
 // PositiveNumber and NonNegativeNumber print the largest double in their messages.
 CLI::Validator positive_number();

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/whole_file.h"
 #include "model/hparams.h"
 
 namespace sy {
@@ -129,14 +129,6 @@ void validate_step(const TraceInfo& info, int64_t step, uint32_t tokens, const u
                   " (corrupt data)");
     }
   }
-}
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("trace " + path + ": cannot open the file");
-  std::string data((std::istreambuf_iterator<char>(in)), {});
-  if (in.bad()) throw Error("trace " + path + ": read error");
-  return data;
 }
 
 Trace read_binary(const std::string& path, const std::string& data) {
@@ -469,7 +461,7 @@ void TraceWriter::close() {
 }
 
 Trace read_trace(const std::string& path) {
-  const std::string data = read_all(path);
+  const std::string data = read_whole_file(path, "trace");
   if (data.empty()) throw Error("trace " + path + ": the file is empty");
   if (data.size() >= 8 && std::memcmp(data.data(), kMagic, 8) == 0) return read_binary(path, data);
   if (data[0] == '{') return read_jsonl(path, data);

@@ -1,6 +1,7 @@
-// Output files (logits, reports, plots) are written whole or not at all, and a failure
-// says why in the system's words.
-#include "base/file_output.h"
+// Whole files are read and written (prompts, templates, traces; logits, reports, plots),
+// output is complete or removed, and a failure names the file and says why in the
+// system's words.
+#include "base/whole_file.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -23,15 +24,24 @@ std::string error_of(const std::string& path, const std::string& text) {
   return "written";
 }
 
-TEST(FileOutput, WritesTheWholeText) {
+TEST(WholeFile, WritesAndReadsTheWholeText) {
   test::TempFile f(".txt");
-  write_whole_file(f.path(), std::string("line one\nline two\n"));
-  EXPECT_EQ(test::read_text_file(f.path()), "line one\nline two\n");
+  const std::string text("line one\nline two\n\0binary tail", 30);
+  write_whole_file(f.path(), text);
+  EXPECT_EQ(test::read_text_file(f.path()), text);
+  EXPECT_EQ(read_whole_file(f.path(), "test"), text);
   write_whole_file(f.path(), std::string("shorter"));  // replaces, does not append
-  EXPECT_EQ(test::read_text_file(f.path()), "shorter");
+  EXPECT_EQ(read_whole_file(f.path(), "test"), "shorter");
+  try {
+    read_whole_file("/nonexistent-folder/prompt.txt", "perplexity");
+    FAIL() << "a missing file was read";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "perplexity: cannot read /nonexistent-folder/prompt.txt: No such file or directory");
+  }
 }
 
-TEST(FileOutput, SaysWhyItCouldNotWrite) {
+TEST(WholeFile, SaysWhyItCouldNotWrite) {
   EXPECT_EQ(error_of("/nonexistent-folder/x.f32", "x"),
             "cannot write /nonexistent-folder/x.f32: No such file or directory");
   struct stat st;

@@ -1,11 +1,15 @@
-// Writes a whole output file (logits, reports, plots) or says why it could not: the
-// system's reason (a full disk, a missing folder) and no truncated file left behind.
+// Whole files in and out (prompts, templates, traces; logits, reports, plots), with errors
+// that name the file and give the system's reason (a missing folder, a full disk); a
+// file that could not be completed is not left behind.
 #pragma once
 
 #include <cstddef>
 #include <string>
 
 namespace sy {
+
+// The bytes of `path`. Throws sy::Error "WHO: cannot read PATH: REASON".
+std::string read_whole_file(const std::string& path, const std::string& who);
 
 // Writes `bytes` bytes at `data` to `path` (replacing it). Throws sy::Error naming the path
 // and the reason; a regular file it could not complete is removed.

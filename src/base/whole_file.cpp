@@ -1,14 +1,24 @@
-#include "base/file_output.h"
+#include "base/whole_file.h"
 
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 
 #include "base/error.h"
 
 namespace sy {
+
+std::string read_whole_file(const std::string& path, const std::string& who) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(who + ": cannot read " + path + ": " + std::strerror(errno));
+  std::string data(std::istreambuf_iterator<char>(in), {});
+  if (in.bad()) throw Error(who + ": cannot read " + path + ": read error");
+  return data;
+}
 
 void write_whole_file(const std::string& path, const void* data, size_t bytes) {
   std::FILE* f = std::fopen(path.c_str(), "wb");
