@@ -15,7 +15,18 @@ namespace sy {
 std::string read_whole_file(const std::string& path, const std::string& who) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(who + ": cannot read " + path + ": " + std::strerror(errno));
-  std::string data(std::istreambuf_iterator<char>(in), {});
+  // A folder opens like a file; reading it fails inside the stream library, which would
+  // report it without the path.
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    throw Error(who + ": cannot read " + path + ": " + std::strerror(EISDIR));
+  }
+  std::string data;
+  try {
+    data.assign(std::istreambuf_iterator<char>(in), {});
+  } catch (const std::exception&) {
+    in.setstate(std::ios::badbit);
+  }
   if (in.bad()) throw Error(who + ": cannot read " + path + ": read error");
   return data;
 }

@@ -39,6 +39,12 @@ TEST(WholeFile, WritesAndReadsTheWholeText) {
     EXPECT_STREQ(e.what(),
                  "perplexity: cannot read /nonexistent-folder/prompt.txt: No such file or directory");
   }
+  try {
+    read_whole_file("/", "--chat-template-file");
+    FAIL() << "a folder was read";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--chat-template-file: cannot read /: Is a directory");
+  }
 }
 
 TEST(WholeFile, SaysWhyItCouldNotWrite) {
