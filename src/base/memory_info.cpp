@@ -18,22 +18,19 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
+// The unsigned integer at the start of `s`, after any spaces (0: none).
+size_t leading_number(std::string_view s) {
+  size_t i = s.find_first_not_of(' '), v = 0;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) v = v * 10 + static_cast<size_t>(s[i] - '0');
+  return v;
+}
+
 // The unsigned integer after `prefix` at the start of a line of `text` (0: none).
 size_t value_after(std::string_view text, std::string_view prefix) {
   for (size_t at = 0; at < text.size();) {
     const size_t end = std::min(text.find('\n', at), text.size());
     const std::string_view line = text.substr(at, end - at);
-    if (line.substr(0, prefix.size()) == prefix) {
-      size_t v = 0;
-      for (char c : line.substr(prefix.size())) {
-        if (c >= '0' && c <= '9') {
-          v = v * 10 + static_cast<size_t>(c - '0');
-        } else if (v > 0 || c != ' ') {
-          break;
-        }
-      }
-      return v;
-    }
+    if (line.substr(0, prefix.size()) == prefix) return leading_number(line.substr(prefix.size()));
     at = end + 1;
   }
   return 0;
@@ -79,12 +76,7 @@ size_t parse_memory_stat(std::string_view memory_stat, std::string_view key) {
 }
 
 size_t parse_memory_limit(std::string_view text) {
-  if (text.substr(0, 3) == "max") return 0;
-  size_t v = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') break;
-    v = v * 10 + static_cast<size_t>(c - '0');
-  }
+  const size_t v = leading_number(text);  // "max" (v2's "no limit") gives 0
   return v >= (size_t{1} << 62) ? 0 : v;  // v1 writes "no limit" as 2^63 rounded down to a page
 }
 

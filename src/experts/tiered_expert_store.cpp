@@ -91,8 +91,9 @@ TieredExpertStore::TieredExpertStore(const GgufFile& f, const HParams& hp, const
                 std::to_string(unit_bytes) + " bytes)");
   }
   const int64_t cap = int64_t{per_layer_} * n_moe;
-  size_t slot_bytes = 0;
-  for (int i = 0; i < 3; ++i) slot_bytes += DirectReader::span_bytes(sources_[0].m[i].bytes());
+  // A slot's buffer for each of the three matrices (room for direct I/O's alignment).
+  size_t span[3], slot_bytes = 0;
+  for (int i = 0; i < 3; ++i) slot_bytes += span[i] = DirectReader::span_bytes(sources_[0].m[i].bytes());
   // The slots are faulted in below: more than the machine (or the cgroup) has would end in
   // the OOM killer, not in an error.
   require_available_memory(static_cast<size_t>(cap) * slot_bytes,
@@ -102,11 +103,10 @@ TieredExpertStore::TieredExpertStore(const GgufFile& f, const HParams& hp, const
   slots_.resize(static_cast<size_t>(cap));
   for (Slot& s : slots_) {
     for (int i = 0; i < 3; ++i) {
-      const size_t len = sources_[0].m[i].bytes();
-      s.buf[i] = arena_.allocate(DirectReader::span_bytes(len), DirectReader::kAlign);
+      s.buf[i] = arena_.allocate(span[i], DirectReader::kAlign);
       // Fault the pages in now: a first load into a fresh slot would otherwise pay the
       // kernel's zeroing of its pages on the hot path.
-      touch_pages(s.buf[i], DirectReader::span_bytes(len));
+      touch_pages(s.buf[i], span[i]);
     }
   }
   slot_of_.assign(n_units, -1);
