@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -325,8 +326,9 @@ TraceWriter::TraceWriter(const std::string& path, TraceInfo info, int64_t max_to
     : path_(path), info_(std::move(info)), jsonl_(ends_with(path, ".jsonl")) {
   validate_info(info_, "trace " + path_);
   count_bytes_ = max_tokens_per_step <= 0xFFFF ? 2 : 4;
+  errno = 0;
   out_.open(path_, std::ios::binary | std::ios::trunc);
-  if (!out_) throw Error("trace " + path_ + ": cannot create the file");
+  if (!out_) fail("cannot create the file: " + stream_reason());
   moe_index_.assign(info_.n_layer, -1);
   for (int i = 0; i < info_.n_moe(); ++i) moe_index_[info_.moe_layers[i]] = i;
   counts_.assign(size_t(info_.n_moe()) * info_.n_expert, 0);
@@ -358,7 +360,7 @@ TraceWriter::TraceWriter(const std::string& path, TraceInfo info, int64_t max_to
     crc_ = header_crc(h.data(), h.size());
     record_.assign(record_bytes(info_, count_bytes_), 0);
   }
-  if (!out_) fail("cannot write the header");
+  if (!out_) fail("cannot write the header: " + stream_reason());
 }
 
 TraceWriter::~TraceWriter() {
@@ -367,6 +369,12 @@ TraceWriter::~TraceWriter() {
   } catch (const std::exception&) {
     // A destructor must not throw; callers that care call close() themselves.
   }
+}
+
+// Why the stream failed: the write(2) or open(2) under it sets errno, which the callers
+// clear before their stream operations so that a stale value is not reported.
+std::string TraceWriter::stream_reason() {
+  return errno != 0 ? std::strerror(errno) : "unknown error";
 }
 
 void TraceWriter::fail(const std::string& what) const {
@@ -418,6 +426,7 @@ void TraceWriter::on_step_end() {
 
 void TraceWriter::write_step() {
   validate_step(info_, n_steps_, step_tokens_, counts_.data(), "trace " + path_);
+  errno = 0;
   if (jsonl_) {
     nlohmann::json c = nlohmann::json::array();
     for (int l = 0; l < info_.n_moe(); ++l) {
@@ -440,12 +449,13 @@ void TraceWriter::write_step() {
     crc_ = crc32_update(crc_, record_.data(), record_.size());
     out_.write(reinterpret_cast<const char*>(record_.data()), static_cast<std::streamsize>(record_.size()));
   }
-  if (!out_) fail("write failed after " + std::to_string(n_steps_) + " steps (disk full?)");
+  if (!out_) fail("write failed after " + std::to_string(n_steps_) + " steps: " + stream_reason());
 }
 
 void TraceWriter::close() {
   if (closed_) return;
   closed_ = true;
+  errno = 0;
   if (jsonl_) {
     out_ << nlohmann::json{{"end", true}, {"n_steps", n_steps_}}.dump() << '\n';
   } else {
@@ -456,7 +466,7 @@ void TraceWriter::close() {
     out_.write(reinterpret_cast<const char*>(tail.data()), 12);
   }
   out_.flush();
-  if (!out_) fail("cannot finalize the file");
+  if (!out_) fail("cannot finalize the file: " + stream_reason());
   out_.close();
 }
 

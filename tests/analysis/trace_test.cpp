@@ -3,6 +3,7 @@
 #include "experts/trace.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 
@@ -134,6 +135,38 @@ TEST(AnalysisTrace, ObserverRecordsDispatchPlans) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(f.path()), std::string::npos);
   }
+}
+
+// A trace that cannot be written says why, in the system's words, with the file's name.
+TEST(AnalysisTrace, WriteErrorsGiveTheSystemsReason) {
+  const auto error_of = [](const std::string& path) -> std::string {
+    try {
+      TraceWriter w(path, test::small_info(2, 4, 2));
+      Routing r;
+      r.n_tokens = 1;
+      r.k = 2;
+      r.expert = {0, 1};
+      r.weight.assign(2, 0.5f);
+      DispatchPlan plan;
+      build_dynamic_plan(r, 4, plan);
+      for (int step = 0; step < 2000; ++step) {  // past the stream's buffer
+        w.on_routing(0, r, plan);
+        w.on_routing(1, r, plan);
+        w.on_step_end();
+      }
+      w.close();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(error_of("/nonexistent/folder/t.sytrace"),
+            "trace /nonexistent/folder/t.sytrace: cannot create the file: No such file or directory");
+  struct stat st;
+  if (::stat("/dev/full", &st) != 0) GTEST_SKIP() << "no /dev/full here";
+  const std::string full = error_of("/dev/full");
+  EXPECT_EQ(full.rfind("trace /dev/full: write failed after ", 0), 0u) << full;
+  EXPECT_NE(full.find(" steps: No space left on device"), std::string::npos) << full;
 }
 
 TEST(AnalysisTrace, MissingEmptyAndForeignFiles) {
