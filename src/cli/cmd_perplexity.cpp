@@ -1,4 +1,6 @@
 // switchyard perplexity: llama.cpp-compatible perplexity of a text file.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -50,10 +52,16 @@ void add_perplexity(CLI::App& app) {
       trace = std::make_unique<TraceWriter>(a->trace, TraceInfo::from_hparams(model->hparams(), a->m.gating == "static"),
                                             step_tokens);
     }
-    const bool tty = !a->json;
+    // The running perplexity: one line redrawn on a terminal, a line every 10% of the
+    // windows otherwise (a log file gets no carriage returns).
+    const bool stderr_tty = isatty(STDERR_FILENO) != 0;
+    int64_t last_tenth = -1;
     auto r = perplexity(*model, tokens, a->ctx, pool, a->m.moe(), a->chunks, [&](int64_t done, int64_t total, double ppl) {
-      std::fprintf(stderr, "\r[%lld/%lld] ppl %.4f", static_cast<long long>(done), static_cast<long long>(total), ppl);
-      if (done == total) std::fputc('\n', stderr);
+      const int64_t tenth = done * 10 / total;
+      if (!stderr_tty && tenth == last_tenth && done < total) return;
+      last_tenth = tenth;
+      std::fprintf(stderr, "%s[%lld/%lld] ppl %.4f%s", stderr_tty ? "\r" : "", static_cast<long long>(done),
+                   static_cast<long long>(total), ppl, !stderr_tty || done == total ? "\n" : "");
     }, trace.get(), a->batch);
     if (trace) {
       trace->close();
@@ -67,7 +75,7 @@ void add_perplexity(CLI::App& app) {
                           {"n_scored", r.n_scored}, {"n_tokens", r.n_tokens}, {"file", a->file}};
       if (!cache_use.is_null()) j["expert_cache"] = cache_use;
       std::printf("%s\n", j.dump().c_str());
-    } else if (tty) {
+    } else {
       std::printf("perplexity: %.4f over %lld windows of %lld tokens (%lld tokens scored)\n", r.ppl,
                   static_cast<long long>(r.n_chunks), static_cast<long long>(a->ctx), static_cast<long long>(r.n_scored));
     }

@@ -96,6 +96,18 @@ TEST(Cli, PerplexityJson) {
   EXPECT_FALSE(j.contains("expert_cache")) << "no cache, no cache figures";
 }
 
+// Off a terminal (a script's log) the running perplexity comes as whole lines, without the
+// carriage returns that redraw it on a terminal.
+TEST(Cli, PerplexityProgressIsLinesInALog) {
+  const Result r = run(std::string("perplexity -m ") + SY_SOURCE_DIR + "/models/tiny-mixtral-f16.gguf -f " +
+                       test::shared_path("models/tiny-mixtral/valid.txt") + " -c 64 --chunks 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find('\r'), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[1/2] ppl "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n[2/2] ppl "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nperplexity: "), std::string::npos) << r.out;
+}
+
 // With an expert cache the same perplexity comes out (bit-identical experts), and the JSON
 // and the log tell how the cache was used: decode-like steps without prefetch load exactly
 // the misses, and every expert needed was a hit or a miss.
