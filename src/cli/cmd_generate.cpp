@@ -1,7 +1,9 @@
 // switchyard generate: stream a continuation of a prompt.
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <memory>
+#include <random>
 
 #include "base/error.h"
 #include "cli/common.h"
@@ -18,6 +20,7 @@ void add_generate(CLI::App& app) {
     int n_predict = 64;
     int64_t ctx = 0;
     SamplingParams s;
+    int64_t seed = static_cast<int64_t>(SamplingParams{}.seed);
     bool ignore_eos = false, no_bos = false;
     std::string trace;
   };
@@ -34,12 +37,21 @@ void add_generate(CLI::App& app) {
   c->add_option("--min-p", a->s.min_p, "Drop tokens below this fraction of the top probability (0 = off)");
   c->add_option("--repeat-penalty", a->s.repeat_penalty, "Penalty for recently seen tokens (1 = off)");
   c->add_option("--repeat-last-n", a->s.repeat_last_n, "How many recent tokens the penalty looks at");
-  c->add_option("--seed", a->s.seed, "Random seed");
+  c->add_option("--seed", a->seed,
+                "Seed of the sampler: the same seed gives the same text; -1 draws a random one and prints it")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
   c->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past end-of-generation tokens");
   c->add_flag("--no-bos", a->no_bos, "Do not add BOS to the prompt");
   c->add_option("--trace-experts", a->trace, "Record each step's per-expert token counts to FILE (binary; *.jsonl: JSON lines)");
   c->callback([a] {
     a->s.validate();
+    a->s.seed = static_cast<uint64_t>(a->seed);
+    if (a->seed == -1) {
+      a->s.seed = std::random_device{}() >> 1;  // fits --seed, to repeat the run
+      std::fprintf(stderr, "generate: seed %llu (pass --seed %llu to get this text again)\n",
+                   static_cast<unsigned long long>(a->s.seed), static_cast<unsigned long long>(a->s.seed));
+    }
     auto model = load_model(a->m);
     const Tokenizer& tok = model->tokenizer();
     const auto prompt = tok.encode(a->prompt, tok.add_bos_default() && !a->no_bos, true);

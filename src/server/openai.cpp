@@ -42,8 +42,9 @@ void parse_sampling(const json& body, GenerationParams& g, const ApiContext& ctx
   s.min_p = static_cast<float>(get_number(body, "min_p", 0, 1).value_or(0.0));
   s.repeat_penalty = static_cast<float>(get_number(body, "repeat_penalty", 0.01, 100).value_or(1.0));
   s.repeat_last_n = static_cast<int>(get_int(body, "repeat_last_n", 0, 1 << 20).value_or(64));
-  s.seed = static_cast<uint64_t>(
-      get_int(body, "seed", INT64_MIN, INT64_MAX).value_or(static_cast<int64_t>(ctx.default_seed)));
+  // No seed (or null) draws a fresh one per request; so does -1, llama.cpp's "random seed".
+  const std::optional<int64_t> seed = get_int(body, "seed", INT64_MIN, INT64_MAX);
+  s.seed = seed && *seed != -1 ? static_cast<uint64_t>(*seed) : ctx.default_seed;
   g.presence_penalty = static_cast<float>(get_number(body, "presence_penalty", -2, 2).value_or(0.0));
   g.frequency_penalty = static_cast<float>(get_number(body, "frequency_penalty", -2, 2).value_or(0.0));
   g.ignore_eos = get_bool(body, "ignore_eos").value_or(false);

@@ -96,6 +96,30 @@ TEST(Cli, PerplexityJson) {
   EXPECT_FALSE(j.contains("expert_cache")) << "no cache, no cache figures";
 }
 
+// --seed -1 draws a seed and says which, and that seed gives the same text again.
+TEST(Cli, GenerateRandomSeedIsPrintedAndRepeats) {
+  const std::string common = std::string("generate -m ") + SY_SOURCE_DIR +
+                             "/models/tiny-mixtral-f16.gguf -p 'A fool and his money' -n 12 --temp 1 -t 2 --seed ";
+  const Result drawn = run(common + "-1");
+  ASSERT_EQ(drawn.code, 0) << drawn.out;
+  const std::string tag = "generate: seed ";
+  const size_t at = drawn.out.find(tag);
+  ASSERT_NE(at, std::string::npos) << drawn.out;
+  const std::string seed = drawn.out.substr(at + tag.size(), drawn.out.find(' ', at + tag.size()) - at - tag.size());
+  const Result again = run(common + seed);
+  ASSERT_EQ(again.code, 0) << again.out;
+  // The text: from the prompt to the speed line on stderr (run_cli merges the two streams).
+  const auto text_of = [](const std::string& out) {
+    const size_t b = out.find("A fool and his money"), e = out.find("\nprompt: ");
+    return b != std::string::npos && e != std::string::npos && e > b ? out.substr(b, e - b) : std::string();
+  };
+  EXPECT_GT(text_of(again.out).size(), std::string("A fool and his money").size()) << again.out;
+  EXPECT_EQ(text_of(drawn.out), text_of(again.out)) << "seed " << seed;
+  const Result bad = run(common + "-2");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("--seed: Value -2 not in range -1"), std::string::npos) << bad.out;
+}
+
 // Off a terminal (a script's log) the running perplexity comes as whole lines, without the
 // carriage returns that redraw it on a terminal.
 TEST(Cli, PerplexityProgressIsLinesInALog) {

@@ -105,6 +105,15 @@ TEST(ServerText, RequestDefaultsFollowTheOpenAIReference) {
   EXPECT_EQ(job.gen.sampling.top_p, 1.0f);
   EXPECT_EQ(job.gen.sampling.top_k, 0);
   EXPECT_EQ(job.gen.sampling.seed, 77u);
+  // A seed is used as given; null and -1 (llama.cpp's "random") draw the per-request one.
+  const auto seed_of = [&](const nlohmann::json& seed) {
+    return parse_completion_request({{"model", "tiny"}, {"prompt", "x"}, {"seed", seed}}, Endpoint::Completions, ctx)
+        .gen.sampling.seed;
+  };
+  EXPECT_EQ(seed_of(5), 5u);
+  EXPECT_EQ(seed_of(-2), static_cast<uint64_t>(int64_t{-2}));
+  EXPECT_EQ(seed_of(-1), 77u);
+  EXPECT_EQ(seed_of(nullptr), 77u);
   // Batches of prompts, token prompts used as given.
   job = parse_completion_request({{"model", "tiny"}, {"prompt", {{1, 2, 3}, {4, 5}}}, {"n", 2}},
                                  Endpoint::Completions, ctx);
