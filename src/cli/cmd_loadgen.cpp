@@ -113,6 +113,7 @@ void add_loadgen(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--seed", a->seed,
                 "Workload seed (the same seed gives the same lengths and arrivals; each run draws its own token ids)")
+      ->check(non_negative_number())
       ->capture_default_str();
   c->add_option("--model", a->model, "Model name to request (default: the server's first)");
   c->add_option("--api-key", a->api_key, "Bearer token (also from $SWITCHYARD_API_KEY)")

@@ -59,7 +59,8 @@ void add_synth(CLI::App& app) {
   c->add_option("--preset", a->preset, "Model shape (list below)")->required()->check(CLI::IsMember(names));
   c->add_option("-o,--output", a->output, "GGUF file to write")->required();
   c->add_option("--type", a->type, "Weight type: f32, f16 (default), bf16, q8_0, q4_0");
-  c->add_option("--seed", a->seed, "Random seed; the same seed gives the same file (default 0)");
+  c->add_option("--seed", a->seed, "Random seed; the same seed gives the same file (default 0)")
+      ->check(non_negative_number());
   c->add_option("--router-skew", a->skew,
                 "Make a few experts hot in every layer: the expert of rank j gets about 2*S/(j+1) std more "
                 "router logit "

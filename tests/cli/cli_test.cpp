@@ -181,6 +181,13 @@ TEST(Cli, BadInputGivesClearErrors) {
   EXPECT_NE(r.out.find("--moe-gating"), std::string::npos) << r.out;
   r = run("frobnicate");
   EXPECT_NE(r.code, 0);
+  // Seeds are whole numbers from 0 (generate's -1 is its random seed); a negative one wrapped.
+  for (const char* cmd :
+       {"synth --preset tiny -o /tmp/never-written.gguf", "loadgen --url http://127.0.0.1:9 --concurrency 1"}) {
+    r = run(std::string(cmd) + " --seed -1");
+    EXPECT_NE(r.code, 0) << cmd;
+    EXPECT_NE(r.out.find("--seed: must be 0 or more, got -1"), std::string::npos) << cmd << ": " << r.out;
+  }
   // The expert cache's settings without the cache would silently run all experts resident.
   r = run("generate -m " + mixtral() + " -p hi --moe-gating static --capacity-factor -1");
   EXPECT_NE(r.out.find("--capacity-factor: must be a positive number, got -1"), std::string::npos) << r.out;
