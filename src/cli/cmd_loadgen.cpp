@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <limits>
 #include <memory>
+#include <random>
 
 #include "base/error.h"
 #include "base/whole_file.h"
@@ -112,7 +113,8 @@ void add_loadgen(CLI::App& app) {
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   c->add_option("--seed", a->seed,
-                "Workload seed (the same seed gives the same lengths and arrivals; each run draws its own token ids)")
+                "Workload seed (the same seed gives the same lengths and arrivals; each run and each invocation "
+                "draws its own token ids)")
       ->check(non_negative_number())
       ->capture_default_str();
   c->add_option("--model", a->model, "Model name to request (default: the server's first)");
@@ -144,6 +146,8 @@ void add_loadgen(CLI::App& app) {
     parse_range(a->prompt_len, "--prompt-len", cfg.prompt_min, cfg.prompt_max);
     parse_range(a->gen_len, "--gen-len", cfg.gen_min, cfg.gen_max);
     cfg.seed = a->seed;
+    std::random_device entropy;
+    cfg.token_salt = (uint64_t{entropy()} << 32) ^ entropy();
     cfg.shared_prefix = a->shared_prefix;
     cfg.turns = a->turns;
     cfg.model = a->model;

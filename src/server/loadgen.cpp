@@ -138,9 +138,9 @@ std::vector<WorkItem> make_workload(const LoadgenConfig& cfg, int32_t n_vocab, d
   const int32_t lo = std::min<int32_t>(300, n_vocab / 4),
                 hi = std::max<int32_t>(lo + 1, n_vocab - std::min<int32_t>(1000, n_vocab / 4));
   std::uniform_int_distribution<int32_t> tok(lo, hi - 1);
-  // Token ids from their own stream per run: a server that caches prompt prefixes must not
-  // find a later run's prompts left by an earlier one.
-  std::mt19937_64 tokens(cfg.seed ^ (0x5851F42D4C957F2Dull * static_cast<uint64_t>(run + 1)));
+  // Token ids from their own stream per run (and per invocation, by the salt): a server that
+  // caches prompt prefixes must not find a later run's prompts left by an earlier one.
+  std::mt19937_64 tokens(cfg.seed ^ cfg.token_salt ^ (0x5851F42D4C957F2Dull * static_cast<uint64_t>(run + 1)));
   std::vector<int32_t> prefix(static_cast<size_t>(std::max(0, cfg.shared_prefix)));
   for (auto& t : prefix) t = tok(tokens);
   std::vector<WorkItem> items(static_cast<size_t>(cfg.requests));

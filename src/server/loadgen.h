@@ -38,6 +38,10 @@ struct LoadgenConfig {
   // own prompt-len tokens: what prefix reuse saves.
   int shared_prefix = 0;
   uint64_t seed = 1;
+  // Mixed into the token ids' streams only: the CLI draws one per invocation, so that a
+  // second loadgen with the same --seed does not find its prompts in the server's prefix
+  // cache from the first (lengths and arrivals still follow the seed alone).
+  uint64_t token_salt = 0;
   std::string model;     // empty: the server's first model
   bool progress = true;  // a progress line on stderr
 };

@@ -74,12 +74,19 @@ TEST(LoadgenWorkload, LengthsInRangeAndPoissonArrivals) {
   EXPECT_NEAR(sd, 1 / rate, 0.02);
 }
 
-TEST(LoadgenWorkload, SameLengthsWhateverTheRateFreshTokensEachRun) {
+TEST(LoadgenWorkload, SameLengthsWhateverTheRateFreshTokensEachRunAndInvocation) {
   const LoadgenConfig c = workload_config();
   const auto slow = make_workload(c, 1000, 0.5), burst = make_workload(c, 1000, INFINITY);
   const auto next = make_workload(c, 1000, 0.5, 1);
-  size_t same_tokens = 0;
+  LoadgenConfig salted = c;  // another invocation with the same seed
+  salted.token_salt = 0x1234567;
+  const auto again = make_workload(salted, 1000, 0.5);
+  size_t same_tokens = 0, same_again = 0;
   for (size_t i = 0; i < slow.size(); ++i) {
+    ASSERT_EQ(again[i].prompt.size(), slow[i].prompt.size());
+    ASSERT_EQ(again[i].gen_len, slow[i].gen_len);
+    ASSERT_EQ(again[i].arrival, slow[i].arrival);
+    same_again += again[i].prompt == slow[i].prompt;
     ASSERT_EQ(slow[i].prompt, burst[i].prompt);
     ASSERT_EQ(slow[i].gen_len, burst[i].gen_len);
     ASSERT_EQ(burst[i].arrival, 0.0);  // all at once
@@ -90,6 +97,7 @@ TEST(LoadgenWorkload, SameLengthsWhateverTheRateFreshTokensEachRun) {
     same_tokens += next[i].prompt == slow[i].prompt;
   }
   EXPECT_LT(same_tokens, 5u);
+  EXPECT_LT(same_again, 5u);
   LoadgenConfig other = c;
   other.seed = 8;
   EXPECT_NE(make_workload(other, 1000, 0.5)[0].prompt, slow[0].prompt);
