@@ -2,21 +2,12 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
+#include "base/cgroup.h"
 #include "base/error.h"
 
 namespace sy {
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return {};
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 // The unsigned integer at the start of `s`, after any spaces (0: none).
 size_t leading_number(std::string_view s) {
@@ -46,31 +37,6 @@ size_t parse_swap_free(std::string_view meminfo) {
   return value_after(meminfo, "SwapFree:") * 1024;
 }
 
-CgroupPath parse_memory_cgroup(std::string_view text) {
-  CgroupPath unified;
-  for (size_t at = 0; at < text.size();) {
-    const size_t end = std::min(text.find('\n', at), text.size());
-    const std::string_view line = text.substr(at, end - at);
-    at = end + 1;
-    // "hierarchy-id:controllers:path"
-    const size_t c1 = line.find(':');
-    const size_t c2 = c1 == std::string_view::npos ? c1 : line.find(':', c1 + 1);
-    if (c2 == std::string_view::npos) continue;
-    const std::string_view controllers = line.substr(c1 + 1, c2 - c1 - 1);
-    const std::string path(line.substr(c2 + 1));
-    if (controllers.empty()) {
-      unified = {false, path};
-      continue;
-    }
-    for (size_t s = 0; s <= controllers.size();) {
-      const size_t comma = std::min(controllers.find(',', s), controllers.size());
-      if (controllers.substr(s, comma - s) == "memory") return {true, path};
-      s = comma + 1;
-    }
-  }
-  return unified;
-}
-
 size_t parse_memory_stat(std::string_view memory_stat, std::string_view key) {
   return value_after(memory_stat, std::string(key) + " ");
 }
@@ -81,19 +47,18 @@ size_t parse_memory_limit(std::string_view text) {
 }
 
 size_t available_memory_bytes() {
-  const std::string meminfo = read_file("/proc/meminfo");
+  const std::string meminfo = read_system_file("/proc/meminfo");
   // Swap lets an allocation past the RAM succeed (slowly) rather than end in the OOM killer.
   const size_t swap = parse_swap_free(meminfo);
   const size_t ram = parse_mem_available(meminfo);
   const size_t available = ram == 0 ? 0 : ram + swap;
-  const CgroupPath cg = parse_memory_cgroup(read_file("/proc/self/cgroup"));
-  if (cg.path.empty()) return available;
-  const std::string dir = std::string(cg.v1 ? "/sys/fs/cgroup/memory" : "/sys/fs/cgroup") + cg.path;
+  const CgroupDir cg = cgroup_dir("memory");
+  if (cg.dir.empty()) return available;
   const size_t limit =
-      parse_memory_limit(read_file(dir + (cg.v1 ? "/memory.limit_in_bytes" : "/memory.max")));
+      parse_memory_limit(read_system_file(cg.dir + (cg.v1 ? "/memory.limit_in_bytes" : "/memory.max")));
   if (limit == 0) return available;
   // What the cgroup's processes hold and the kernel cannot reclaim: anonymous memory.
-  const std::string stat = read_file(dir + "/memory.stat");
+  const std::string stat = read_system_file(cg.dir + "/memory.stat");
   const size_t anon = cg.v1 ? parse_memory_stat(stat, "total_rss") : parse_memory_stat(stat, "anon");
   const size_t left = (limit > anon ? limit - anon : 0) + swap;
   return available == 0 ? left : std::min(available, left);

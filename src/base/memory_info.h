@@ -27,14 +27,6 @@ std::string gigabytes(size_t bytes);
 size_t parse_mem_available(std::string_view meminfo);
 // The same for "SwapFree:".
 size_t parse_swap_free(std::string_view meminfo);
-// Where /proc/self/cgroup puts this process in the memory controller: the cgroup v1
-// "memory" hierarchy's path if there is one (v1 = true), else the unified hierarchy's
-// (v1 = false). Empty path: not found.
-struct CgroupPath {
-  bool v1 = false;
-  std::string path;
-};
-CgroupPath parse_memory_cgroup(std::string_view proc_self_cgroup);
 // The value of `key` in a memory.stat file (0: absent).
 size_t parse_memory_stat(std::string_view memory_stat, std::string_view key);
 // A cgroup's memory limit as its file gives it ("max" or a page-rounded 2^63: none, 0).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "base/cpu_info.h"
 #include "base/worker_signals.h"
 
 #if defined(__x86_64__)
@@ -60,10 +61,7 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
-int ThreadPool::default_threads() {
-  unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : static_cast<int>(n);
-}
+int ThreadPool::default_threads() { return usable_cpus(); }
 
 void ThreadPool::work(int thread) {
   uint64_t s = state_.load(std::memory_order_acquire);

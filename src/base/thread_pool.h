@@ -73,6 +73,7 @@ class ThreadPool {
     run((n_tasks + runs.per_claim - 1) / runs.per_claim, trampoline, &runs, __PRETTY_FUNCTION__);
   }
 
+  // The CPUs this process can keep busy (base/cpu_info.h), not every CPU of the machine.
   static int default_threads();
 
   // Times every job from now on into `profile` (null: stop). Call between jobs.

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstdio>
 
+#include "base/cpu_info.h"
 #include "base/error.h"
 #include "base/huge_pages.h"
 #include "experts/cache_use.h"
@@ -11,7 +12,9 @@ namespace sy::cli {
 
 void ModelArgs::add_to(CLI::App& app, bool with_moe) {
   app.add_option("-m,--model", model, "GGUF model file")->required();
-  app.add_option("-t,--threads", threads, "Worker threads (default: all cores)")->check(CLI::Range(1, 1024));
+  app.add_option("-t,--threads", threads,
+                 "Worker threads (default: the CPUs this process may use, after taskset and a cgroup's quota)")
+      ->check(CLI::Range(1, 1024));
   app.add_option("--kv-type", kv_type,
                  "KV cache values: f32 (default; exact), f16 (half the memory and the bytes attention reads) or "
                  "q8_0 (about a quarter: 32-value blocks with one scale)")
@@ -73,9 +76,21 @@ void warn_without_huge_pages(const TieredExpertStore& store) {
   if (!w.empty()) std::fprintf(stderr, "warning: %s\n", w.c_str());
 }
 
+// Threads beyond the CPUs wait at every step's barrier for one the scheduler left off.
+void warn_more_threads_than_cpus(int threads) {
+  const int cpus = usable_cpus();
+  if (threads <= cpus) return;
+  std::fprintf(stderr,
+               "warning: -t %d is more threads than the %d CPU(s) this process may use (its affinity and cgroup "
+               "quota); each step waits for threads that are not running, which makes it slower: use -t %d or "
+               "leave -t out\n",
+               threads, cpus, cpus);
+}
+
 }  // namespace
 
 std::unique_ptr<Model> load_model(const ModelArgs& a) {
+  warn_more_threads_than_cpus(a.threads);
   auto m = Model::load(a.model, a.model_options());
   if (const TieredExpertStore* store = m->tiered_experts()) warn_without_huge_pages(*store);
   return m;

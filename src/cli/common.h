@@ -17,7 +17,7 @@ namespace sy::cli {
 
 struct ModelArgs {
   std::string model;
-  int threads = 0;  // 0: all cores
+  int threads = 0;  // 0: the CPUs this process may use (base/cpu_info.h)
   std::string gating = "dynamic";
   double capacity_factor = 1.0;
   std::string expert_cache, expert_policy = "eb-lfu", expert_profile;
@@ -32,7 +32,8 @@ struct ModelArgs {
   int n_threads() const { return threads > 0 ? threads : ThreadPool::default_threads(); }
 };
 
-// Loads the model; warns when the expert cache's slots did not get huge pages.
+// Loads the model; warns when -t asks for more threads than the process has CPUs, and when
+// the expert cache's slots did not get huge pages.
 std::unique_ptr<Model> load_model(const ModelArgs& a);
 
 // The expert cache's counters now (zeros without --expert-cache): taken after loading, so

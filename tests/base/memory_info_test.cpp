@@ -25,24 +25,6 @@ TEST(MemoryInfo, ParsesMemAvailable) {
   EXPECT_EQ(parse_mem_available(""), 0u);
 }
 
-TEST(MemoryInfo, FindsTheMemoryCgroup) {
-  // cgroup v1: the "memory" controller's line, even when it shares a hierarchy.
-  CgroupPath p = parse_memory_cgroup("9:name=systemd:/\n4:memory:/process_api/abc/syt\n0::/\n");
-  EXPECT_TRUE(p.v1);
-  EXPECT_EQ(p.path, "/process_api/abc/syt");
-  p = parse_memory_cgroup("3:cpu,memory,pids:/box\n");
-  EXPECT_TRUE(p.v1);
-  EXPECT_EQ(p.path, "/box");
-  // cgroup v2: the unified hierarchy's single line.
-  p = parse_memory_cgroup("0::/user.slice/run-1.scope\n");
-  EXPECT_FALSE(p.v1);
-  EXPECT_EQ(p.path, "/user.slice/run-1.scope");
-  // "memoryx" is not "memory"; nothing at all gives no path.
-  p = parse_memory_cgroup("5:memoryx:/a\n");
-  EXPECT_TRUE(p.path.empty());
-  EXPECT_TRUE(parse_memory_cgroup("").path.empty());
-}
-
 TEST(MemoryInfo, ParsesLimitsAndStats) {
   EXPECT_EQ(parse_memory_limit("1073741824\n"), size_t{1} << 30);
   EXPECT_EQ(parse_memory_limit("max\n"), 0u);

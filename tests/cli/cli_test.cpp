@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "base/cpu_info.h"
 #include "support/run_cli.h"
 #include "support/shared_data.h"
 #include "support/temp_file.h"
@@ -94,6 +95,23 @@ TEST(Cli, PerplexityJson) {
   EXPECT_GT(j["ppl"].get<double>(), 1.0);
   EXPECT_EQ(j["n_chunks"], 2);
   EXPECT_FALSE(j.contains("expert_cache")) << "no cache, no cache figures";
+}
+
+// More threads than the process has CPUs: each step waits for threads that are not
+// running, so the run says so (and without -t it takes the usable CPUs, no warning).
+TEST(Cli, MoreThreadsThanCpusWarns) {
+  const std::string common = std::string("generate -m ") + SY_SOURCE_DIR + "/models/tiny-mixtral-f16.gguf -p hi -n 2";
+  const int cpus = usable_cpus();
+  Result r = run(common + " -t " + std::to_string(cpus + 1));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("warning: -t " + std::to_string(cpus + 1) + " is more threads than the " +
+                       std::to_string(cpus) + " CPU(s) this process may use"),
+            std::string::npos)
+      << r.out;
+  r = run(common);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("more threads than"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| " + std::to_string(cpus) + " threads"), std::string::npos) << r.out;
 }
 
 // --seed -1 draws a seed and says which, and that seed gives the same text again.

@@ -1,0 +1,65 @@
+#include "base/cpu_info.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <string>
+#include <thread>
+
+#include "base/cgroup.h"
+
+namespace sy {
+namespace {
+
+// The number at the start of `s` after spaces; nullopt-like: NaN when there is none.
+double leading_double(std::string_view s) {
+  const size_t i = std::min(s.find_first_not_of(' '), s.size());
+  double v = NAN;
+  std::from_chars(s.data() + i, s.data() + s.size(), v);
+  return v;
+}
+
+int affinity_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  const unsigned n = std::thread::hardware_concurrency();  // more than CPU_SETSIZE CPUs
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+}  // namespace
+
+double parse_cpu_max(std::string_view text) {
+  const size_t space = text.find(' ');
+  if (space == std::string_view::npos) return 0;
+  const double quota = leading_double(text.substr(0, space)), period = leading_double(text.substr(space + 1));
+  return std::isfinite(quota) && std::isfinite(period) && quota > 0 && period > 0 ? quota / period : 0;
+}
+
+double parse_cfs_quota(std::string_view quota_text, std::string_view period_text) {
+  const double quota = leading_double(quota_text), period = leading_double(period_text);
+  return std::isfinite(quota) && std::isfinite(period) && quota > 0 && period > 0 ? quota / period : 0;
+}
+
+int usable_cpus(int affinity, double quota_cpus) {
+  if (quota_cpus <= 0) return affinity;
+  return std::clamp(static_cast<int>(std::ceil(quota_cpus - 1e-9)), 1, affinity);
+}
+
+int usable_cpus() {
+  static const int n = [] {
+    const CgroupDir cg = cgroup_dir("cpu");
+    double quota = 0;
+    if (!cg.dir.empty()) {
+      quota = cg.v1 ? parse_cfs_quota(read_system_file(cg.dir + "/cpu.cfs_quota_us"),
+                                      read_system_file(cg.dir + "/cpu.cfs_period_us"))
+                    : parse_cpu_max(read_system_file(cg.dir + "/cpu.max"));
+    }
+    return usable_cpus(affinity_cpus(), quota);
+  }();
+  return n;
+}
+
+}  // namespace sy
