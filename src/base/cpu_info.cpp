@@ -13,7 +13,7 @@
 namespace sy {
 namespace {
 
-// The number at the start of `s` after spaces; nullopt-like: NaN when there is none.
+// The number at the start of `s` after spaces (NaN: none).
 double leading_double(std::string_view s) {
   const size_t i = std::min(s.find_first_not_of(' '), s.size());
   double v = NAN;

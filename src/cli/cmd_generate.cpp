@@ -48,7 +48,7 @@ void add_generate(CLI::App& app) {
     a->s.validate();
     a->s.seed = static_cast<uint64_t>(a->seed);
     if (a->seed == -1) {
-      a->s.seed = std::random_device{}() >> 1;  // fits --seed, to repeat the run
+      a->s.seed = std::random_device{}();  // printed, so that --seed can repeat the run
       std::fprintf(stderr, "generate: seed %llu (pass --seed %llu to get this text again)\n",
                    static_cast<unsigned long long>(a->s.seed), static_cast<unsigned long long>(a->s.seed));
     }
