@@ -298,6 +298,10 @@ Trace read_jsonl(const std::string& path, const std::string& data) {
   return t;
 }
 
+// Why a stream failed: the write(2) or open(2) under it sets errno, which the callers
+// clear before their stream operations so that a stale value is not reported.
+std::string stream_reason() { return errno != 0 ? std::strerror(errno) : "unknown error"; }
+
 }  // namespace
 
 TraceInfo TraceInfo::from_hparams(const HParams& hp, bool static_gating) {
@@ -369,12 +373,6 @@ TraceWriter::~TraceWriter() {
   } catch (const std::exception&) {
     // A destructor must not throw; callers that care call close() themselves.
   }
-}
-
-// Why the stream failed: the write(2) or open(2) under it sets errno, which the callers
-// clear before their stream operations so that a stale value is not reported.
-std::string TraceWriter::stream_reason() {
-  return errno != 0 ? std::strerror(errno) : "unknown error";
 }
 
 void TraceWriter::fail(const std::string& what) const {

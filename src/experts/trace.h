@@ -73,7 +73,6 @@ class TraceWriter : public RoutingObserver {
  private:
   void write_step();
   void fail(const std::string& what) const;
-  static std::string stream_reason();
 
   std::string path_;
   TraceInfo info_;
