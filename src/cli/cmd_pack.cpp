@@ -27,7 +27,7 @@ void add_pack(CLI::App& app) {
       "Example: switchyard pack -m olmoe-q4_0.gguf -o olmoe-q4_0.packed.gguf");
   c->add_option("-m,--model", a->input, "GGUF model to read")->required()->check(CLI::ExistingFile);
   c->add_option("-o,--output", a->output, "GGUF file to write (not the input)")->required();
-  c->add_option("-t,--threads", a->threads, "Worker threads (default: all cores)")->check(CLI::Range(1, 1024));
+  c->add_option("-t,--threads", a->threads, "Worker threads (default: the CPUs this process may use)")->check(CLI::Range(1, 1024));
   c->add_flag("--no-progress", a->no_progress, "No progress bar");
   c->callback([=] {
     ThreadPool pool(a->threads > 0 ? a->threads : ThreadPool::default_threads());

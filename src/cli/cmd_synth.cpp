@@ -67,7 +67,7 @@ void add_synth(CLI::App& app) {
                 "(0 = uniform routing, default)")
       ->check(non_negative_number());
   c->add_option("--name", a->name, "general.name (default: the preset name)");
-  c->add_option("-t,--threads", a->threads, "Worker threads (default: all cores)")
+  c->add_option("-t,--threads", a->threads, "Worker threads (default: the CPUs this process may use)")
       ->check(CLI::Range(1, 1024));
   c->add_flag("--no-progress", a->no_progress, "No progress bar");
   // Shape overrides (the preset's value otherwise).

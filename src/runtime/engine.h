@@ -24,7 +24,7 @@
 namespace sy {
 
 struct EngineConfig {
-  int n_threads = 0;  // 0: all cores
+  int n_threads = 0;  // 0: the CPUs this process may use (base/cpu_info.h)
   MoeOptions moe;
   int parallel = 8;            // sequences in the running batch at most
   int64_t ctx_size = 0;        // positions per request (prompt + generated); 0: the model's, at most 4096
