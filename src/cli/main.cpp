@@ -1,11 +1,17 @@
 // switchyard: one binary, one subcommand per job.
 #include <cstdio>
+#include <string>
 
 #include "base/error.h"
 #include "cli/common.h"
+#include "cli/version.h"
+#include "kernels/cpu/dot.h"
+#include "kernels/cpu/packed.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"switchyard: Mixture-of-Experts inference engine"};
+  CLI::App app{"switchyard: Mixture-of-Experts inference engine", "switchyard"};
+  app.set_version_flag("--version", std::string("switchyard ") + sy::cli::build_version() + ", kernels " +
+                                        sy::cpu::dot_kernels().isa + " / " + sy::cpu::packed_kernels().isa);
   app.require_subcommand(1);
   app.footer("Run 'switchyard <command> --help' for a command's options and an example.");
   sy::cli::add_generate(app);
@@ -19,6 +25,10 @@ int main(int argc, char** argv) {
   sy::cli::add_synth(app);
   sy::cli::add_pack(app);
   sy::cli::add_analyze(app);
+  if (argc == 1) {  // no command at all: what there is to run, rather than an error
+    std::fputs(app.help().c_str(), stderr);
+    return 1;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -97,6 +97,21 @@ TEST(Cli, PerplexityJson) {
   EXPECT_FALSE(j.contains("expert_cache")) << "no cache, no cache figures";
 }
 
+// --version names the release, the commit and the kernels in use (what a bug report needs);
+// no command at all lists the commands.
+TEST(Cli, VersionAndNoCommand) {
+  Result r = run("--version");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("switchyard 0.", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find(" (git "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("), kernels "), std::string::npos) << r.out;
+  r = run("");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("Usage: switchyard"), std::string::npos) << r.out;
+  for (const char* command : {"generate", "serve", "loadgen", "analyze", "bench"})
+    EXPECT_NE(r.out.find(std::string("\n  ") + command + " "), std::string::npos) << command << ": " << r.out;
+}
+
 // More threads than the process has CPUs: each step waits for threads that are not
 // running, so the run says so (and without -t it takes the usable CPUs, no warning).
 TEST(Cli, MoreThreadsThanCpusWarns) {
