@@ -31,12 +31,29 @@ CgroupPath parse_cgroup(std::string_view text, std::string_view controller) {
   return unified;
 }
 
-CgroupDir cgroup_dir(std::string_view controller) {
+std::vector<std::string> cgroup_ancestors(const std::string& path) {
+  std::vector<std::string> out;
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  if (p.empty() || p[0] != '/') return out;
+  for (;;) {
+    out.push_back(p);
+    if (p == "/") break;
+    const size_t slash = p.rfind('/');
+    p = slash == 0 ? "/" : p.substr(0, slash);
+  }
+  return out;
+}
+
+CgroupDirs cgroup_dirs(std::string_view controller) {
   const CgroupPath cg = parse_cgroup(read_system_file("/proc/self/cgroup"), controller);
   if (cg.path.empty()) return {};
   // v1 mounts each hierarchy under its controllers' names ("cpu,cpuacct" has a "cpu" link).
-  return {cg.v1,
-          (cg.v1 ? "/sys/fs/cgroup/" + std::string(controller) : std::string("/sys/fs/cgroup")) + cg.path};
+  const std::string root =
+      cg.v1 ? "/sys/fs/cgroup/" + std::string(controller) : std::string("/sys/fs/cgroup");
+  CgroupDirs out{cg.v1, {}};
+  for (const std::string& p : cgroup_ancestors(cg.path)) out.dirs.push_back(p == "/" ? root : root + p);
+  return out;
 }
 
 std::string read_system_file(const std::string& path) {

@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace sy {
 
@@ -16,13 +17,18 @@ struct CgroupPath {
 };
 CgroupPath parse_cgroup(std::string_view proc_self_cgroup, std::string_view controller);
 
-// The folder of this process's cgroup for `controller`, under /sys/fs/cgroup (dir "": none);
-// v1 and v2 name their limit files differently.
-struct CgroupDir {
+// The folders of this process's cgroup for `controller` and of every cgroup above it, under
+// /sys/fs/cgroup, nearest first (none: no cgroup). A limit set on any of them applies (a
+// systemd slice's MemoryMax= over the scope the process runs in); v1 and v2 name their
+// limit files differently.
+struct CgroupDirs {
   bool v1 = false;
-  std::string dir;
+  std::vector<std::string> dirs;
 };
-CgroupDir cgroup_dir(std::string_view controller);
+CgroupDirs cgroup_dirs(std::string_view controller);
+
+// "/a/b/c" -> "/a/b/c", "/a/b", "/a", "/".
+std::vector<std::string> cgroup_ancestors(const std::string& path);
 
 // A /proc or /sys file's text, "" when it cannot be read (no such limit on this machine).
 std::string read_system_file(const std::string& path);

@@ -50,12 +50,14 @@ int usable_cpus(int affinity, double quota_cpus) {
 
 int usable_cpus() {
   static const int n = [] {
-    const CgroupDir cg = cgroup_dir("cpu");
+    // The tightest quota of this cgroup and the ones above it.
+    const CgroupDirs cg = cgroup_dirs("cpu");
     double quota = 0;
-    if (!cg.dir.empty()) {
-      quota = cg.v1 ? parse_cfs_quota(read_system_file(cg.dir + "/cpu.cfs_quota_us"),
-                                      read_system_file(cg.dir + "/cpu.cfs_period_us"))
-                    : parse_cpu_max(read_system_file(cg.dir + "/cpu.max"));
+    for (const std::string& dir : cg.dirs) {
+      const double here = cg.v1 ? parse_cfs_quota(read_system_file(dir + "/cpu.cfs_quota_us"),
+                                                  read_system_file(dir + "/cpu.cfs_period_us"))
+                                : parse_cpu_max(read_system_file(dir + "/cpu.max"));
+      if (here > 0) quota = quota > 0 ? std::min(quota, here) : here;
     }
     return usable_cpus(affinity_cpus(), quota);
   }();

@@ -52,16 +52,20 @@ size_t available_memory_bytes() {
   const size_t swap = parse_swap_free(meminfo);
   const size_t ram = parse_mem_available(meminfo);
   const size_t available = ram == 0 ? 0 : ram + swap;
-  const CgroupDir cg = cgroup_dir("memory");
-  if (cg.dir.empty()) return available;
-  const size_t limit =
-      parse_memory_limit(read_system_file(cg.dir + (cg.v1 ? "/memory.limit_in_bytes" : "/memory.max")));
-  if (limit == 0) return available;
-  // What the cgroup's processes hold and the kernel cannot reclaim: anonymous memory.
-  const std::string stat = read_system_file(cg.dir + "/memory.stat");
-  const size_t anon = cg.v1 ? parse_memory_stat(stat, "total_rss") : parse_memory_stat(stat, "anon");
-  const size_t left = (limit > anon ? limit - anon : 0) + swap;
-  return available == 0 ? left : std::min(available, left);
+  // The tightest of the limits on this cgroup and the ones above it, each less what its
+  // processes hold and the kernel cannot reclaim: anonymous memory.
+  size_t left = available;
+  const CgroupDirs cg = cgroup_dirs("memory");
+  for (const std::string& dir : cg.dirs) {
+    const size_t limit =
+        parse_memory_limit(read_system_file(dir + (cg.v1 ? "/memory.limit_in_bytes" : "/memory.max")));
+    if (limit == 0) continue;
+    const std::string stat = read_system_file(dir + "/memory.stat");
+    const size_t anon = cg.v1 ? parse_memory_stat(stat, "total_rss") : parse_memory_stat(stat, "anon");
+    const size_t here = (limit > anon ? limit - anon : 0) + swap;
+    left = left == 0 ? here : std::min(left, here);
+  }
+  return left;
 }
 
 std::string gigabytes(size_t bytes) {

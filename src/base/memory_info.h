@@ -1,8 +1,9 @@
 // How much memory this process can still get: the machine's MemAvailable, lowered by the
-// memory limit of its cgroup (a container, or a `systemd-run -p MemoryMax=` scope). The
-// large allocations whose size follows the user's choices (the weights copied at load, the
-// expert cache's slots, the KV cache) check it first, so that a size that cannot fit is
-// refused with a clear error instead of std::bad_alloc or the OOM killer.
+// memory limits of its cgroup and of the cgroups above it (a container, a `systemd-run -p
+// MemoryMax=` scope, the slice around it). The large allocations whose size follows the
+// user's choices (the weights copied at load, the expert cache's slots, the KV cache) check
+// it first, so that a size that cannot fit is refused with a clear error instead of
+// std::bad_alloc or the OOM killer.
 #pragma once
 
 #include <cstddef>

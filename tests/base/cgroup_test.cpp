@@ -31,6 +31,15 @@ TEST(Cgroup, FindsTheControllersCgroup) {
   EXPECT_TRUE(parse_cgroup("", "memory").path.empty());
 }
 
+// A limit on any cgroup above the process's applies too: every ancestor is read.
+TEST(Cgroup, AncestorsNearestFirst) {
+  EXPECT_EQ(cgroup_ancestors("/a/b/c"), (std::vector<std::string>{"/a/b/c", "/a/b", "/a", "/"}));
+  EXPECT_EQ(cgroup_ancestors("/user.slice/"), (std::vector<std::string>{"/user.slice", "/"}));
+  EXPECT_EQ(cgroup_ancestors("/"), (std::vector<std::string>{"/"}));
+  EXPECT_TRUE(cgroup_ancestors("").empty());
+  EXPECT_TRUE(cgroup_ancestors("relative").empty());
+}
+
 TEST(Cgroup, ReadsSystemFilesLeniently) {
   EXPECT_NE(read_system_file("/proc/self/status").find("Cpus_allowed"), std::string::npos);
   EXPECT_EQ(read_system_file("/nonexistent/cpu.max"), "");
