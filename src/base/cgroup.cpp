@@ -1,8 +1,8 @@
 #include "base/cgroup.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
+
+#include "base/whole_file.h"
 
 namespace sy {
 
@@ -54,14 +54,6 @@ CgroupDirs cgroup_dirs(std::string_view controller) {
   CgroupDirs out{cg.v1, {}};
   for (const std::string& p : cgroup_ancestors(cg.path)) out.dirs.push_back(p == "/" ? root : root + p);
   return out;
-}
-
-std::string read_system_file(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return {};
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
 }
 
 }  // namespace sy

@@ -30,7 +30,4 @@ CgroupDirs cgroup_dirs(std::string_view controller);
 // "/a/b/c" -> "/a/b/c", "/a/b", "/a", "/".
 std::vector<std::string> cgroup_ancestors(const std::string& path);
 
-// A /proc or /sys file's text, "" when it cannot be read (no such limit on this machine).
-std::string read_system_file(const std::string& path);
-
 }  // namespace sy

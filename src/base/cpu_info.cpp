@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "base/cgroup.h"
+#include "base/whole_file.h"
 
 namespace sy {
 namespace {
@@ -31,16 +32,14 @@ int affinity_cpus() {
 
 }  // namespace
 
-double parse_cpu_max(std::string_view text) {
-  const size_t space = text.find(' ');
-  if (space == std::string_view::npos) return 0;
-  const double quota = leading_double(text.substr(0, space)), period = leading_double(text.substr(space + 1));
-  return std::isfinite(quota) && std::isfinite(period) && quota > 0 && period > 0 ? quota / period : 0;
-}
-
 double parse_cfs_quota(std::string_view quota_text, std::string_view period_text) {
   const double quota = leading_double(quota_text), period = leading_double(period_text);
   return std::isfinite(quota) && std::isfinite(period) && quota > 0 && period > 0 ? quota / period : 0;
+}
+
+double parse_cpu_max(std::string_view text) {  // v2 puts v1's two files on one line
+  const size_t space = text.find(' ');
+  return space == std::string_view::npos ? 0 : parse_cfs_quota(text.substr(0, space), text.substr(space + 1));
 }
 
 int usable_cpus(int affinity, double quota_cpus) {

@@ -5,6 +5,7 @@
 
 #include "base/cgroup.h"
 #include "base/error.h"
+#include "base/whole_file.h"
 
 namespace sy {
 namespace {

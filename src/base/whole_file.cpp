@@ -31,6 +31,12 @@ std::string read_whole_file(const std::string& path, const std::string& who) {
   return data;
 }
 
+std::string read_system_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 void write_whole_file(const std::string& path, const void* data, size_t bytes) {
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) throw Error("cannot write " + path + ": " + std::strerror(errno));

@@ -6,6 +6,7 @@
 #include <sched.h>
 
 #include "base/cpu_info.h"
+#include "base/whole_file.h"
 
 namespace sy {
 namespace {
