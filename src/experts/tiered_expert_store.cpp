@@ -38,6 +38,11 @@ size_t parse_expert_cache_size(const std::string& s, size_t all_expert_bytes) {
   if (!(bytes > 0) || !std::isfinite(bytes)) throw Error(err);
   // A share above all of the experts is a typo, not a budget (a byte size may exceed them).
   if (unit == "%" && v > 100) throw Error("--expert-cache '" + s + "': a share of the experts is at most 100%");
+  // A bare number above 1 counts bytes: "1.5" meant a share, and would leave one byte.
+  if (unit.empty() && v > 1.0 && v != std::floor(v)) {
+    throw Error("--expert-cache '" + s + "': a bare number above 1 is a byte count and must be whole; a share of the " +
+                "experts is 0 to 1 (0.5) or a percentage (50%), a size takes a unit (1.5GB)");
+  }
   // Past 2^63 the conversion to size_t is undefined; no machine has that much memory anyway.
   if (bytes >= 0x1p63) throw Error("--expert-cache '" + s + "': more bytes than any machine's memory");
   return static_cast<size_t>(bytes);

@@ -248,8 +248,8 @@ TEST(ExpertStore, RejectsBadSizes) {
   EXPECT_EQ(parse_expert_cache_size("4096", 1000), 4096u);
   EXPECT_EQ(parse_expert_cache_size("100%", 1000), 1000u);
   EXPECT_EQ(parse_expert_cache_size("8GB", 1000), size_t{8} << 30);  // a budget beyond the experts: all of them
-  // A share above 100% (a typo) and sizes no size_t holds are refused, naming the flag.
-  for (const char* bad : {"150%", "1e30", "1e20GB", "inf", "nan%"}) {
+  // A share above 100% (a typo), a fraction of a byte and sizes no size_t holds are refused, naming the flag.
+  for (const char* bad : {"150%", "1e30", "1e20GB", "inf", "nan%", "1.5", "4096.5"}) {
     try {
       parse_expert_cache_size(bad, 1000);
       ADD_FAILURE() << bad << " accepted";
