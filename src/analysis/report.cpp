@@ -8,6 +8,7 @@
 
 #include "analysis/svg.h"
 #include "base/error.h"
+#include "base/json_text.h"
 #include "base/whole_file.h"
 
 namespace sy {
@@ -239,7 +240,7 @@ std::vector<std::string> write_report(const AnalysisResult& r, const std::string
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error("analyze: cannot create --out " + dir + ": " + ec.message());
   std::vector<std::string> files = write_plots(r, dir);
-  write_whole_file(dir + "/analysis.json", analysis_json(r).dump(1) + "\n");
+  write_whole_file(dir + "/analysis.json", json_text(analysis_json(r), 1) + "\n");
   files.push_back("analysis.json");
   const Trace& t = *r.trace;
   std::ostringstream md;

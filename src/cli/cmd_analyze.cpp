@@ -8,6 +8,7 @@
 
 #include "analysis/report.h"
 #include "base/error.h"
+#include "base/json_text.h"
 #include "cli/common.h"
 
 namespace sy::cli {
@@ -52,6 +53,7 @@ void add_analyze(CLI::App& app) {
       }
       opt.devices.push_back(d);
     }
+    if (opt.devices.empty()) throw Error("--devices: no device count given; expected positive integers like 2,4,8");
     const Trace trace = read_trace(a->trace);
     const AnalysisResult r = run_analysis(trace, opt);
     std::vector<std::string> files;
@@ -59,7 +61,7 @@ void add_analyze(CLI::App& app) {
     if (a->json) {
       nlohmann::json j = analysis_json(r);
       if (!a->out.empty()) j["files"] = files;
-      std::printf("%s\n", j.dump().c_str());
+      std::printf("%s\n", json_text(j).c_str());
       return;
     }
     std::fputs(analysis_text(r).c_str(), stdout);

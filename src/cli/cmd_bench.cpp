@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "base/json_text.h"
 #include "cli/common.h"
 #include "runtime/benchmark.h"
 
@@ -54,6 +55,7 @@ void add_bench(CLI::App& app) {
     a->o.batches = parse_int_list(a->batches, "--batch");
     a->o.skip_prefill = a->o.prompt == 0;
     a->o.threads = a->m.threads;
+    a->o.moe = a->m.moe();
     auto log = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
     {
       // Before loading the model, so the probe buffer does not inflate its peak memory.
@@ -64,7 +66,7 @@ void add_bench(CLI::App& app) {
     }
     auto model = load_model(a->m);
     const auto j = run_benchmark(*model, a->o, log);
-    if (a->json) std::printf("%s\n", j.dump(2).c_str());
+    if (a->json) std::printf("%s\n", json_text(j, 2).c_str());
   });
 }
 

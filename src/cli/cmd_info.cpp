@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_text.h"
 #include "cli/common.h"
 
 namespace sy::cli {
@@ -55,7 +56,7 @@ void add_info(CLI::App& app) {
       for (const auto& [k, v] : f.metadata()) j["metadata"][k] = v.to_string();
     }
     if (a->json) {
-      std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+      std::printf("%s\n", json_text(j, 2).c_str());
       return;
     }
     std::printf("%s: %s (%s), GGUF v%u, %.2f MB\n", a->model.c_str(), h.arch_name.c_str(), h.model_name.c_str(), f.version(), f.file_size() / 1e6);

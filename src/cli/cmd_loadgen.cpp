@@ -8,6 +8,7 @@
 #include <random>
 
 #include "base/error.h"
+#include "base/json_text.h"
 #include "base/whole_file.h"
 #include "cli/common.h"
 #include "server/loadgen.h"
@@ -165,11 +166,11 @@ void add_loadgen(CLI::App& app) {
     const std::string table = Loadgen::table(runs);
     if (a->json) {
       std::fputs(table.c_str(), stderr);
-      std::printf("%s\n", report.dump(2).c_str());
+      std::printf("%s\n", json_text(report, 2).c_str());
     } else {
       std::fputs(table.c_str(), stdout);
     }
-    if (!a->out.empty()) write_whole_file(a->out, report.dump(2) + "\n");
+    if (!a->out.empty()) write_whole_file(a->out, json_text(report, 2) + "\n");
     // The report counts only completed requests, so a run with failures must not pass for a
     // clean one in a script: exit non-zero, after the figures, naming the first error.
     int failed = 0, sent = 0;

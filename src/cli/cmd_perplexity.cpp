@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <memory>
 
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/json_text.h"
 #include "base/whole_file.h"
 #include "cli/common.h"
 #include "experts/trace.h"
@@ -33,7 +35,8 @@ void add_perplexity(CLI::App& app) {
   a->m.add_to(*c);
   c->add_option("-f,--file", a->file, "UTF-8 text file")->required();
   c->add_option("-c,--ctx-size", a->ctx, "Window size in tokens")->check(CLI::Range(int64_t{4}, int64_t{1} << 20));
-  c->add_option("--chunks", a->chunks, "Score at most this many windows (0 = all)");
+  c->add_option("--chunks", a->chunks, "Score at most this many windows (0 = all)")
+      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
   c->add_option("-b,--batch-size", a->batch, "Tokens per forward step within a window (default: the whole window; 1 = decode-like steps)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   c->add_option("--trace-experts", a->trace, "Record each step's per-expert token counts to FILE (binary; *.jsonl: JSON lines)");
@@ -74,7 +77,7 @@ void add_perplexity(CLI::App& app) {
       nlohmann::json j = {{"ppl", r.ppl}, {"nll", r.nll}, {"ctx", a->ctx}, {"n_chunks", r.n_chunks},
                           {"n_scored", r.n_scored}, {"n_tokens", r.n_tokens}, {"file", a->file}};
       if (!cache_use.is_null()) j["expert_cache"] = cache_use;
-      std::printf("%s\n", j.dump().c_str());
+      std::printf("%s\n", json_text(j).c_str());
     } else {
       std::printf("perplexity: %.4f over %lld windows of %lld tokens (%lld tokens scored)\n", r.ppl,
                   static_cast<long long>(r.n_chunks), static_cast<long long>(a->ctx), static_cast<long long>(r.n_scored));

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_text.h"
 #include "cli/common.h"
 #include "formats/gguf_reader.h"
 
@@ -28,11 +29,11 @@ void add_tokenize(CLI::App& app) {
     auto tok = Tokenizer::from_gguf(*file);
     const auto ids = tok->encode(a->prompt, tok->add_bos_default() && !a->no_bos, !a->no_special);
     if (a->ids) {
-      std::printf("%s\n", nlohmann::json(ids).dump().c_str());
+      std::printf("%s\n", json_text(ids).c_str());
       return;
     }
     for (int32_t id : ids) {
-      std::printf("%6d -> %s\n", id, nlohmann::json(tok->token_to_piece(id)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+      std::printf("%6d -> %s\n", id, json_text(tok->token_to_piece(id)).c_str());
     }
   });
 }

@@ -23,9 +23,18 @@ void ModelArgs::add_to(CLI::App& app, bool with_moe) {
   CLI::Option* gate =
       app.add_option("--moe-gating", gating, "MoE dispatch: dynamic (default) or static (GShard capacity, drops overflow)")
           ->check(CLI::IsMember({"dynamic", "static"}));
-  app.add_option("--capacity-factor", capacity_factor, "Static gating capacity factor (slots per expert = F * tokens * k / experts)")
-      ->check(positive_number())
-      ->needs(gate);
+  CLI::Option* factor =
+      app.add_option("--capacity-factor", capacity_factor,
+                     "Static gating capacity factor (slots per expert = F * tokens * k / experts)")
+          ->check(positive_number())
+          ->needs(gate);
+  // Dynamic gating has no capacity: a factor beside it would be silently ignored.
+  app.parse_complete_callback([this, factor] {
+    if (factor->count() > 0 && gating != "static") {
+      throw CLI::ValidationError("--capacity-factor", "applies to --moe-gating static only (got --moe-gating " +
+                                                          gating + "); drop it or use static gating");
+    }
+  });
   CLI::Option* cache = app.add_option("--expert-cache", expert_cache,
                                        "Keep only this much of the experts in RAM and read the rest from the file "
                                        "with direct I/O: bytes, a size (512MB, 2GB) or a fraction of all expert "

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/json_text.h"
+#include "base/utf8.h"
 #include "base/whole_file.h"
 #include "model/hparams.h"
 
@@ -104,6 +106,8 @@ void validate_info(const TraceInfo& info, const std::string& where) {
     }
   }
   if (info.model_name.size() > kMaxName) bad("model name is longer than 1024 bytes");
+  // Reports put it in JSON and SVG, which must be UTF-8.
+  if (!is_valid_utf8(info.model_name)) bad("the model name is not valid UTF-8");
 }
 
 // Per-step consistency: no expert gets more tokens than the step has, and a layer's
@@ -307,8 +311,8 @@ std::string stream_reason() { return errno != 0 ? std::strerror(errno) : "unknow
 TraceInfo TraceInfo::from_hparams(const HParams& hp, bool static_gating) {
   if (!hp.is_moe()) throw Error("--trace-experts: the model has no routed experts");
   TraceInfo info;
-  info.model_name = hp.model_name.empty() ? hp.arch_name : hp.model_name;
-  if (info.model_name.size() > kMaxName) info.model_name.resize(kMaxName);
+  // A GGUF's name is any bytes: invalid ones become U+FFFD, and a long name is cut between characters.
+  info.model_name = valid_utf8(hp.model_name.empty() ? hp.arch_name : hp.model_name, kMaxName);
   info.n_layer = hp.n_layer;
   info.n_expert = hp.n_expert;
   info.top_k = hp.n_expert_used;
@@ -342,7 +346,7 @@ TraceWriter::TraceWriter(const std::string& path, TraceInfo info, int64_t max_to
                               {"model", info_.model_name},      {"n_layer", info_.n_layer},
                               {"n_expert", info_.n_expert},     {"top_k", info_.top_k},
                               {"moe_layers", info_.moe_layers}, {"static_gating", info_.static_gating}};
-    out_ << h.dump() << '\n';
+    out_ << json_text(h) << '\n';
   } else {
     std::vector<uint8_t> h(header_bytes(info_), 0);
     std::memcpy(h.data(), kMagic, 8);
@@ -401,10 +405,11 @@ void TraceWriter::on_routing(int layer, const Routing& routing, const DispatchPl
   seen_[li] = 1;
   step_tokens_ = static_cast<uint32_t>(routing.n_tokens);
   uint32_t* c = counts_.data() + size_t(li) * info_.n_expert;
-  const bool padded = plan.n_rows() != routing.n_tokens * routing.k;  // static gating: skip padding slots
+  // Static gating's blocks hold padding slots, which are not tokens. Their row count can equal
+  // tokens x k (capacity factor 1 with tokens x k a multiple of the experts), so it cannot tell.
   for (int e = 0; e < info_.n_expert; ++e) {
     int64_t n = plan.rows(e);
-    if (padded) {
+    if (info_.static_gating) {
       n = 0;
       for (int64_t r = plan.offset[e]; r < plan.offset[e + 1]; ++r) n += plan.row_token[r] >= 0;
     }
@@ -431,7 +436,7 @@ void TraceWriter::write_step() {
       c.push_back(std::vector<uint32_t>(counts_.begin() + size_t(l) * info_.n_expert,
                                         counts_.begin() + size_t(l + 1) * info_.n_expert));
     }
-    out_ << nlohmann::json{{"step", n_steps_}, {"tokens", step_tokens_}, {"counts", c}}.dump() << '\n';
+    out_ << json_text({{"step", n_steps_}, {"tokens", step_tokens_}, {"counts", c}}) << '\n';
   } else {
     put_u32(record_, 0, step_tokens_);
     for (size_t i = 0; i < counts_.size(); ++i) {
@@ -455,7 +460,7 @@ void TraceWriter::close() {
   closed_ = true;
   errno = 0;
   if (jsonl_) {
-    out_ << nlohmann::json{{"end", true}, {"n_steps", n_steps_}}.dump() << '\n';
+    out_ << json_text({{"end", true}, {"n_steps", n_steps_}}) << '\n';
   } else {
     std::vector<uint8_t> tail(12);
     put_u64(tail, 0, static_cast<uint64_t>(n_steps_));

@@ -121,7 +121,7 @@ namespace {
 json prefill_figures(const BenchRun& r) {
   const BenchOptions& opt = r.opt;
   r.log("prefill of " + std::to_string(opt.prompt) + " tokens...");
-  Forward f(r.model, r.pool);
+  Forward f(r.model, r.pool, opt.moe);
   KvCache cache = f.make_cache(opt.prompt);
   Batch b;
   const auto toks = random_tokens(opt.prompt, r.model.hparams().n_vocab, 1);
@@ -172,7 +172,7 @@ json decode_figures(const BenchRun& r, int B) {
   const BenchOptions& opt = r.opt;
   const HParams& h = r.model.hparams();
   r.log("decode with " + std::to_string(B) + " sequence(s)...");
-  Forward f(r.model, r.pool);
+  Forward f(r.model, r.pool, opt.moe);
   KvCache cache = f.make_cache(opt.batch_prompt + opt.gen + 1, B);
   std::vector<float> logits;
   Batch b;
@@ -328,6 +328,8 @@ nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt, const 
   out["model"] = {{"file", model.file().path()}, {"architecture", h.arch_name}, {"file_bytes", model.file().file_size()},
                   {"n_layer", h.n_layer}, {"n_embd", h.n_embd}, {"n_expert", h.n_expert}, {"n_expert_used", h.n_expert_used}};
   out["threads"] = pool.size();
+  out["moe_gating"] = {{"mode", opt.moe.gating == GatingMode::Static ? "static" : "dynamic"}};
+  if (opt.moe.gating == GatingMode::Static) out["moe_gating"]["capacity_factor"] = opt.moe.capacity_factor;
   out["kernels"] = {{"dot", cpu::dot_kernels().isa}, {"packed", cpu::packed_kernels().isa}};
 
   double bw1 = opt.bandwidth_1;

@@ -12,6 +12,7 @@
 
 #include "experts/direct_reader.h"
 #include "model/model.h"
+#include "moe/moe_layer.h"
 
 namespace sy {
 
@@ -21,6 +22,9 @@ struct BenchOptions {
   int gen = 32;                    // decode steps per batch size
   int batch_prompt = 128;          // prompt of each sequence before batched decode
   int threads = 0;
+  // Gating of the prefill and decode runs (`--moe-gating`, `--capacity-factor`); the gating
+  // comparison times both modes whatever this says.
+  MoeOptions moe;
   size_t bandwidth_bytes = size_t{1} << 30;
   // Dense weights (attention, head) needed to run the probe alongside the decode steps:
   // under ~4x the LLC it would measure the cache.

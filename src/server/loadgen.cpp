@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "base/json_text.h"
 #include "server/loadgen_replies.h"
 
 namespace sy {
@@ -48,7 +49,7 @@ Result send_one(const HttpEndpoint& ep, const std::string& model, const std::vec
   const auto t0 = clock::now();
   r.start = std::chrono::duration<double>(t0 - run_start).count();
   r.in_tokens = static_cast<int64_t>(prompt.size());
-  const HttpReply reply = http_post_sse(ep, "/v1/completions", body.dump(), [&](const std::string& data) {
+  const HttpReply reply = http_post_sse(ep, "/v1/completions", json_text(body), [&](const std::string& data) {
     const StreamEvent ev = parse_stream_event(data);
     if (ev.done) return true;
     if (!ev.error.empty()) {
@@ -77,7 +78,7 @@ Result send_one(const HttpEndpoint& ep, const std::string& model, const std::vec
 // The ids the server's tokenizer gives `text` (no special tokens added); throws sy::Error.
 std::vector<int32_t> tokenize(const HttpEndpoint& ep, const std::string& model, const std::string& text) {
   const json body = {{"model", model}, {"content", text}, {"add_special", false}};
-  const HttpReply reply = http_post(ep, "/tokenize", body.dump());
+  const HttpReply reply = http_post(ep, "/tokenize", json_text(body));
   if (reply.status != 200) {
     throw Error("POST /tokenize: " +
                 (reply.status ? "HTTP " + std::to_string(reply.status) + ": " + error_message_of(reply.body)

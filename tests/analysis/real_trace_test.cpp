@@ -142,6 +142,9 @@ TEST(AnalysisRealTrace, CliGenerateTraceThenAnalyze) {
   out = run_cli("analyze " + trace.path() + " --devices 2,x", code);
   EXPECT_NE(code, 0);
   EXPECT_NE(out.find("--devices"), std::string::npos) << out;
+  out = run_cli("analyze " + trace.path() + " --devices ''", code);  // skipped the placement study
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find("--devices: no device count given"), std::string::npos) << out;
   // A one-step trace (the prompt alone) has no next step to measure locality on: refused,
   // with the way out.
   test::TempFile one(".sytrace");

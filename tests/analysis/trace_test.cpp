@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "base/error.h"
+#include "model/hparams.h"
 #include "moe/dispatch_plan.h"
 #include "support/shared_data.h"
 #include "support/temp_file.h"
@@ -127,6 +128,27 @@ TEST(AnalysisTrace, ObserverRecordsDispatchPlans) {
   EXPECT_EQ(std::vector<uint32_t>(s.step_layer(0, 0), s.step_layer(0, 0) + 4),
             (std::vector<uint32_t>{2, 1, 1, 1}));
 
+  // Four tokens: capacity 2 x 4 experts = 8 rows, as many as tokens x k, and still padded
+  // (expert 0 drops two choices, experts 2 and 3 have free slots).
+  Routing r4;
+  r4.n_tokens = 4;
+  r4.k = 2;
+  r4.expert = {0, 1, 0, 1, 0, 2, 0, 3};
+  r4.weight.assign(8, 0.5f);
+  DispatchPlan st4;
+  build_static_plan(r4, 4, 1.0, st4);
+  ASSERT_EQ(st4.n_rows(), 8);
+  test::TempFile g4(".sytrace");
+  {
+    TraceWriter w(g4.path(), info);
+    w.on_routing(0, r4, st4);
+    w.on_routing(1, r4, st4);
+    w.on_step_end();
+  }
+  const Trace s4 = read_trace(g4.path());
+  EXPECT_EQ(std::vector<uint32_t>(s4.step_layer(0, 1), s4.step_layer(0, 1) + 4),
+            (std::vector<uint32_t>{2, 2, 1, 1}));
+
   // Misuse is an error naming the file.
   TraceWriter w(f.path(), test::small_info(2, 4, 2));
   try {
@@ -138,6 +160,29 @@ TEST(AnalysisTrace, ObserverRecordsDispatchPlans) {
 }
 
 // A trace that cannot be written says why, in the system's words, with the file's name.
+// Analyze writes the model name into JSON and SVG, which must be UTF-8: a GGUF's name is
+// made valid (and cut between characters) when recorded, and an invalid one is refused.
+TEST(AnalysisTrace, ModelNamesAreUtf8) {
+  HParams hp;
+  hp.n_layer = 2;
+  hp.n_expert = 4;
+  hp.n_expert_used = 2;
+  hp.model_name = "m\xFF";
+  EXPECT_EQ(TraceInfo::from_hparams(hp, false).model_name, "m\xEF\xBF\xBD");
+  hp.model_name = std::string(1023, 'x') + "\xC3\xA9";  // the 1024-byte limit falls inside the "é"
+  EXPECT_EQ(TraceInfo::from_hparams(hp, false).model_name, std::string(1023, 'x'));
+
+  TraceInfo info = test::small_info(2, 4, 2);
+  info.model_name = "m\xFF";
+  test::TempFile f(".sytrace");
+  try {
+    TraceWriter w(f.path(), info);
+    FAIL() << "a name that is not UTF-8 was written";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the model name is not valid UTF-8"), std::string::npos) << e.what();
+  }
+}
+
 TEST(AnalysisTrace, WriteErrorsGiveTheSystemsReason) {
   const auto error_of = [](const std::string& path) -> std::string {
     try {

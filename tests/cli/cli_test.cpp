@@ -212,6 +212,9 @@ TEST(Cli, BadInputGivesClearErrors) {
   r = run("generate -m " + mixtral() + " -p hi --moe-gating sometimes");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--moe-gating"), std::string::npos) << r.out;
+  r = run("perplexity -m " + mixtral() + " -f README.md --chunks -5");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--chunks"), std::string::npos) << r.out;
   r = run("frobnicate");
   EXPECT_NE(r.code, 0);
   // Seeds are whole numbers from 0 (generate's -1 is its random seed); a negative one wrapped.
@@ -226,6 +229,9 @@ TEST(Cli, BadInputGivesClearErrors) {
   EXPECT_NE(r.out.find("--capacity-factor: must be a positive number, got -1"), std::string::npos) << r.out;
   r = run("generate -m " + mixtral() + " -p hi -n 1 --capacity-factor 2");
   EXPECT_NE(r.out.find("--capacity-factor requires --moe-gating"), std::string::npos) << r.out;
+  r = run("logits -m " + mixtral() + " -p hi -o /dev/null --moe-gating dynamic --capacity-factor 0.1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--capacity-factor: applies to --moe-gating static only"), std::string::npos) << r.out;
   for (const char* flag : {"--expert-profile x.trace", "--expert-policy lru", "--no-prefetch", "--io-threads 2",
                            "--prefetch-layers 2"}) {
     r = run("generate -m " + mixtral() + " -p hi -n 1 " + flag);

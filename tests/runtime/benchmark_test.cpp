@@ -123,6 +123,24 @@ TEST(Benchmark, ReportsTheJobsOfAStep) {
   EXPECT_TRUE(table) << "the table goes to the log too";
 }
 
+// --moe-gating static reaches the timed runs: every expert's block is computed (padding
+// included), where dynamic gating runs only the top-k experts a token picked.
+TEST(Benchmark, DecodesWithTheGatingAskedFor) {
+  auto model = Model::load(kDefaultModel);
+  const HParams& h = model->hparams();
+  BenchOptions o = short_run({1}, 3, 4);
+  o.skip_moe = true;
+  o.moe.gating = GatingMode::Static;
+  const nlohmann::json s = run_benchmark(*model, o, [](const std::string&) {});
+  EXPECT_EQ(s["moe_gating"]["mode"], "static");
+  EXPECT_EQ(s["moe_gating"]["capacity_factor"].get<double>(), 1.0);
+  EXPECT_EQ(s["decode"][0]["active_experts_per_moe_layer"].get<double>(), h.n_expert);
+  o.moe.gating = GatingMode::Dynamic;
+  const nlohmann::json d = run_benchmark(*model, o, [](const std::string&) {});
+  EXPECT_EQ(d["moe_gating"]["mode"], "dynamic");
+  EXPECT_EQ(d["decode"][0]["active_experts_per_moe_layer"].get<double>(), h.n_expert_used);
+}
+
 // With an expert cache of one expert per layer every decode step misses: the cache figures
 // account for every expert use and every byte read, and the store's counters agree.
 TEST(Benchmark, ReportsTheExpertCacheFigures) {
