@@ -184,13 +184,18 @@ void Engine::loop() {
       wake_.wait(lock, [&] { return stop_ || cancel_all_ || !inbox_.empty() || !sched_.idle(); });
       if (stop_ && sched_.idle() && inbox_.empty()) break;
       incoming_.swap(inbox_);
+      // They wait in the scheduler now, where step() lists them again after schedule():
+      // until then submit() must still count them against --max-queue.
+      for (const auto& s : incoming_) waiting_reqs_.push_back(s->req);
       cancel_all = cancel_all_;
       cancel_all_ = false;  // one shot: by then new requests are refused
     }
     for (auto& s : incoming_) sched_.enqueue(std::move(s));
     incoming_.clear();
     sched_.remove_if([&](const Sequence& s) { return cancel_all || s.req->cancel_requested(); },
-                     [&](std::unique_ptr<Sequence> s) { finish(*s, FinishReason::Cancelled); });
+                     [&](std::unique_ptr<Sequence> s) {
+                       finish(*s, s->req->cancel_requested() ? s->req->early_finish() : FinishReason::Cancelled);
+                     });
     step();
   }
   std::lock_guard lock(mu_);

@@ -49,9 +49,9 @@ struct GeneratedLogprob {
 
 enum class FinishReason {
   None,       // still running
-  Stop,       // an end-of-generation token
+  Stop,       // an end-of-generation token, or a stop string the client matched
   Length,     // max_tokens or the context size
-  Cancelled,  // the client went away, a stop string matched, or the server shut down
+  Cancelled,  // the client went away or cancelled, or the server shut down
   Error,      // the engine failed; the update's error says why
 };
 
@@ -86,8 +86,15 @@ class Request {
   // ---- client side ----
   // Asks the engine to drop the request at its next step; the engine frees its KV blocks
   // and finishes it with FinishReason::Cancelled (unless it already finished).
-  void cancel() { cancel_.store(true, std::memory_order_relaxed); }
-  bool cancel_requested() const { return cancel_.load(std::memory_order_relaxed); }
+  void cancel() { end_early(kCancel); }
+  // The same for a stop string the client matched: finished with FinishReason::Stop, so
+  // that /metrics counts it among the stops, with its latency.
+  void stop() { end_early(kStop); }
+  bool cancel_requested() const { return cancel_.load(std::memory_order_relaxed) != kRun; }
+  // What the engine finishes a request with when it drops it for the client.
+  FinishReason early_finish() const {
+    return cancel_.load(std::memory_order_relaxed) == kStop ? FinishReason::Stop : FinishReason::Cancelled;
+  }
 
   struct Update {
     size_t n_tokens = 0;  // tokens generated so far (all of them, not only the new ones)
@@ -122,7 +129,13 @@ class Request {
   const GenerationParams params_;
   const std::shared_ptr<Channel> channel_;
   const Clock::time_point arrival_;
-  std::atomic<bool> cancel_{false};
+  static constexpr uint8_t kRun = 0, kCancel = 1, kStop = 2;
+  // The first of cancel() and stop() wins: a hang-up after a stop string leaves it a stop.
+  void end_early(uint8_t how) {
+    uint8_t run = kRun;
+    cancel_.compare_exchange_strong(run, how, std::memory_order_relaxed);
+  }
+  std::atomic<uint8_t> cancel_{kRun};
   std::atomic<int64_t> cached_prompt_tokens_{0};
 
   // Guarded by channel_->mu_.

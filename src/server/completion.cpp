@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "base/json_text.h"
+
 namespace sy {
 
 using json = nlohmann::json;
@@ -11,7 +13,7 @@ using json = nlohmann::json;
 namespace {
 
 std::string sse(const json& j) {
-  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+  return "data: " + json_text(j) + "\n\n";
 }
 
 int64_t utf8_chars(const std::string& s) {
@@ -107,7 +109,7 @@ void CompletionRun::pump() {
       c.text += c.stop.push(added);
       if (c.stop.stopped()) {
         c.finish = "stop";
-        c.req->cancel();  // the engine drops it at its next step
+        c.req->stop();  // the engine drops it at its next step
         break;
       }
     }
@@ -299,7 +301,14 @@ bool CompletionRun::respond(const ResponseSink& sink) {
     if (done()) break;
     if (!wait(sink, version)) return false;
   }
-  if (const Choice* f = failed()) return sink.write(error_json(f->error, "server_error", "", "").dump());
+  // The 200 went out when the reply started (server.cpp keeps watching the connection while
+  // the engine works). A failure now (an engine error, a cancel at shutdown) still sends its
+  // error, then returns false: the reply ends without its last chunk, so that clients see a
+  // broken transfer instead of a successful completion that holds no choices.
+  if (const Choice* f = failed()) {
+    sink.write(json_text(error_json(f->error, "server_error", "", "")));
+    return false;
+  }
   json choices = json::array();
   for (const auto& c : choices_) {
     json lp = wants_logprobs() ? take_logprobs(*c) : json(nullptr);
@@ -320,7 +329,7 @@ bool CompletionRun::respond(const ResponseSink& sink) {
             {"system_fingerprint", meta_.fingerprint},
             {"choices", choices},
             {"usage", usage()}};
-  return sink.write(j.dump(-1, ' ', false, json::error_handler_t::replace));
+  return sink.write(json_text(j));
 }
 
 }  // namespace sy

@@ -42,7 +42,8 @@ class CompletionRun {
   // Server-sent events until the end ("data: [DONE]"); false when the client went away
   // (its requests are cancelled then).
   bool stream(const ResponseSink& sink);
-  // Waits for every choice, then writes the JSON response; false when the client went away.
+  // Waits for every choice, then writes the JSON response; false when the client went away
+  // or a choice failed (its error is written, and the reply must end unfinished).
   bool respond(const ResponseSink& sink);
   void cancel();
 

@@ -77,17 +77,25 @@ std::optional<int64_t> get_int(const json& body, const char* key, int64_t lo, in
   const json* v = field(body, key);
   if (!v) return std::nullopt;
   if (!is_integral(*v)) throw invalid_type(key, "an integer", *v);
+  // The message quotes the value sent, also when no int64_t holds it (2^64-1 was clamped
+  // to 2^63-1 before, so two different seeds gave the same text).
+  const auto out_of_range = [&](const std::string& got) {
+    return invalid_value(key, "expected an integer between " + std::to_string(lo) + " and " + std::to_string(hi) +
+                                  ", but got " + got + ".");
+  };
   int64_t i = 0;
-  if (v->is_number_unsigned())
-    i = static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), INT64_MAX));
-  else if (v->is_number_integer())
+  if (v->is_number_unsigned()) {
+    const uint64_t u = v->get<uint64_t>();
+    if (hi < 0 || u > static_cast<uint64_t>(hi)) throw out_of_range(std::to_string(u));
+    i = static_cast<int64_t>(u);
+  } else if (v->is_number_integer()) {
     i = v->get<int64_t>();
-  else
-    i = static_cast<int64_t>(v->get<double>());
-  if (i < lo || i > hi) {
-    throw invalid_value(key, "expected an integer between " + std::to_string(lo) + " and " +
-                                 std::to_string(hi) + ", but got " + std::to_string(i) + ".");
+  } else {
+    const double d = v->get<double>();
+    if (!(d >= -0x1p63 && d < 0x1p63)) throw out_of_range(format_number(d));  // the cast would be undefined
+    i = static_cast<int64_t>(d);
   }
+  if (i < lo || i > hi) throw out_of_range(std::to_string(i));
   return i;
 }
 

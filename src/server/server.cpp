@@ -8,11 +8,12 @@
 #include <thread>
 
 #include "base/error.h"
+#include "base/json_text.h"
 #include "server/completion.h"
 #include "server/http_task_queue.h"
 #include "server/json_fields.h"
-#include "server/tokenize_api.h"
 #include "server/openai.h"
+#include "server/tokenize_api.h"
 
 namespace sy {
 
@@ -30,7 +31,7 @@ namespace {
 
 void send_json(httplib::Response& res, int status, const json& j) {
   res.status = status;
-  res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+  res.set_content(json_text(j), "application/json");
 }
 
 void send_error(httplib::Response& res, const ApiError& e) {
@@ -45,15 +46,32 @@ size_t http_thread_limit(int asked, const EngineConfig& ec) {
 }
 
 // The route a path belongs to, for metrics (bounded label values).
+// Every route and its method: /metrics labels, and 405 (with Allow) for a known path asked
+// with another method.
+struct Route {
+  const char* path;
+  const char* method;
+};
+constexpr Route kRoutes[] = {
+    {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}, {"/completions", "POST"},
+    {"/chat/completions", "POST"}, {"/tokenize", "POST"}, {"/detokenize", "POST"},
+    {"/v1/models", "GET"}, {"/v1/models/{id}", "GET"}, {"/health", "GET"}, {"/metrics", "GET"}};
+
 std::string route_of(const std::string& path) {
-  static const char* known[] = {"/v1/completions", "/v1/chat/completions", "/completions", "/chat/completions",
-                                "/v1/models",      "/health",              "/metrics",     "/tokenize",
-                                "/detokenize"};
-  for (const char* k : known) {
-    if (path == k) return k;
+  for (const Route& r : kRoutes) {
+    if (path == r.path) return r.path;
   }
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
   return "other";
+}
+
+// The methods a known route takes, as an Allow header says them ("" for an unknown path).
+std::string allowed_methods(const std::string& path) {
+  const std::string route = route_of(path);
+  for (const Route& r : kRoutes) {
+    if (route == r.path) return std::string(r.method) == "GET" ? "GET, HEAD" : r.method;  // httplib answers HEAD
+  }
+  return "";
 }
 
 bool equal_const_time(const std::string& a, const std::string& b) {
@@ -213,7 +231,13 @@ void Server::routes() {
 
   s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;  // our own errors already carry an OpenAI body
-    if (res.status == 404) {
+    const std::string allow = res.status == 404 ? allowed_methods(req.path) : "";
+    if (!allow.empty()) {
+      res.set_header("Allow", allow);
+      send_json(res, 405,
+                error_json("Method not allowed: " + req.method + " " + req.path + " (use " + allow + ")",
+                           "invalid_request_error", "", "method_not_allowed"));
+    } else if (res.status == 404) {
       send_json(res, 404,
                 error_json("Invalid URL (" + req.method + " " + req.path + ")", "invalid_request_error", "",
                            "unknown_url"));
@@ -222,6 +246,11 @@ void Server::routes() {
                 error_json("The request body is too large: the limit is " +
                                std::to_string(cfg_.max_body_bytes) + " bytes.",
                            "invalid_request_error", "", "request_too_large"));
+    } else if (res.status == 400) {  // httplib could not read the request itself
+      send_json(res, 400,
+                error_json("The HTTP request could not be read: check its request line and headers; a POST needs "
+                           "a body with Content-Length (or chunked transfer encoding).",
+                           "invalid_request_error", "", "bad_http_request"));
     } else {
       send_json(res, res.status,
                 error_json("The request could not be handled (HTTP " + std::to_string(res.status) + ").",
@@ -350,7 +379,8 @@ void Server::routes() {
         auto provider = [run, stream](size_t, httplib::DataSink& sink) {
           ResponseSink out{[&sink](const std::string& d) { return sink.write(d.data(), d.size()); },
                            [&sink] { return sink.is_writable(); }};
-          if (!(stream ? run->stream(out) : run->respond(out))) return false;  // the client went away
+          // False: the client went away, or a JSON reply failed after its status went out.
+          if (!(stream ? run->stream(out) : run->respond(out))) return false;
           sink.done();
           return true;
         };
@@ -370,14 +400,6 @@ void Server::routes() {
   for (const char* prefix : {"/v1", ""}) {
     s.Post(std::string(prefix) + "/completions", completion(Endpoint::Completions));
     s.Post(std::string(prefix) + "/chat/completions", completion(Endpoint::Chat));
-    for (const char* p : {"/completions", "/chat/completions"}) {
-      s.Get(std::string(prefix) + p, [](const httplib::Request& req, httplib::Response& res) {
-        res.set_header("Allow", "POST");
-        send_json(res, 405,
-                  error_json("Method not allowed: " + req.method + " " + req.path + " (use POST)",
-                             "invalid_request_error", "", "method_not_allowed"));
-      });
-    }
   }
 }
 

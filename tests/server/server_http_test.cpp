@@ -319,6 +319,8 @@ TEST_F(ServerHttp, StopStringsCutTheTextInBothModes) {
   ASSERT_GT(text.size(), 12u);
   const std::string stop = text.substr(8, 3);
   const std::string want = text.substr(0, text.find(stop));
+  const double stops0 = srv_->metric("switchyard_requests_finished_total{reason=\"stop\"}");
+  const double cancelled0 = srv_->metric("switchyard_requests_finished_total{reason=\"cancelled\"}");
   json body = completion_body("A fool and his money", 16, false);
   body["stop"] = {"zzzz-never", stop};
   const json j = json::parse(http_post(ep(), "/v1/completions", body.dump()).body);
@@ -329,6 +331,9 @@ TEST_F(ServerHttp, StopStringsCutTheTextInBothModes) {
   const auto s = test::post_stream(ep(), "/v1/completions", body);
   EXPECT_EQ(s.text, want);
   EXPECT_EQ(s.finish, "stop");
+  // /metrics counts both as stops, not as cancelled requests.
+  EXPECT_TRUE(srv_->wait_metric("switchyard_requests_finished_total{reason=\"stop\"}", stops0 + 2));
+  EXPECT_EQ(srv_->metric("switchyard_requests_finished_total{reason=\"cancelled\"}"), cancelled0);
   // echo puts the prompt in front.
   body = completion_body("A fool and his money", 4, false);
   body["echo"] = true;
@@ -554,6 +559,9 @@ TEST_F(ServerHttp, EveryBadInputGetsItsStatusAndNamesTheField) {
       {"/detokenize", R"({"tokens": [1, 99999]})", 400, "tokens"},
       {"/detokenize", R"({"tokens": [1, "x"]})", 400, "tokens[1]"},
       {"/detokenize", R"({"tokens": "1 2"})", 400, "tokens"},
+      // Integers no int64_t holds: refused, not clamped.
+      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "seed": 18446744073709551615})", 400, "seed"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "max_tokens": 1e30})", 400, "max_tokens"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.path + " " + c.body.substr(0, 120));
@@ -572,10 +580,19 @@ TEST_F(ServerHttp, EveryBadInputGetsItsStatusAndNamesTheField) {
       EXPECT_EQ(e["param"], c.param) << r.body;
     }
   }
-  // The wrong method on an endpoint.
+  const HttpReply huge = http_post(ep(), "/v1/completions", R"({"model": "tiny", "prompt": "hi", "seed": 18446744073709551615})");
+  EXPECT_NE(huge.body.find("but got 18446744073709551615"), std::string::npos) << huge.body;
+  // The wrong method on an endpoint, whichever endpoint and method.
   const HttpReply g = http_get(ep(), "/v1/completions");
   EXPECT_EQ(g.status, 405);
-  EXPECT_TRUE(json::parse(g.body).contains("error"));
+  EXPECT_EQ(json::parse(g.body)["error"]["code"], "method_not_allowed");
+  for (const char* path : {"/v1/models", "/health", "/v1/models/tiny"}) {
+    const HttpReply p = http_post(ep(), path, "{}");
+    EXPECT_EQ(p.status, 405) << path;
+    EXPECT_NE(json::parse(p.body)["error"]["message"].get<std::string>().find("use GET"), std::string::npos) << p.body;
+  }
+  EXPECT_EQ(http_get(ep(), "/tokenize").status, 405);
+  EXPECT_EQ(http_get(ep(), "/no/such/path").status, 404);
   // Context errors say what the limit is.
   const HttpReply big =
       http_post(ep(), "/v1/completions", R"({"model": "tiny", "prompt": "hi", "max_tokens": 1000})");
@@ -1049,9 +1066,10 @@ TEST(ServerCors, AllowedOriginsGetPreflightAndHeadersOthersDoNot) {
 
   TestServer plain;
   httplib::Client pc("127.0.0.1", plain.endpoint().port);
-  r = pc.Options("/v1/chat/completions", preflight);
+  r = pc.Options("/v1/chat/completions", preflight);  // no CORS: the route takes POST only
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(r->status, 405);
+  EXPECT_FALSE(r->has_header("Access-Control-Allow-Origin"));
   r = pc.Get("/health", {{"Origin", page}});
   ASSERT_TRUE(r);
   EXPECT_FALSE(r->has_header("Access-Control-Allow-Origin"));

@@ -170,6 +170,34 @@ TEST(ServerProcess, SigintWithoutGraceCancelsRunningRequests) {
   }
 }
 
+// A JSON (non-streamed) reply's 200 goes out when it starts. Cancelled at shutdown, it must
+// not end as a well-formed 200 holding an error: the transfer breaks, after the reason.
+TEST(ServerProcess, JsonReplyCancelledAtShutdownIsABrokenTransfer) {
+  ServeProcess srv({"--shutdown-timeout", "0", "--parallel", "1", "-c", "4096"});
+  HttpReply reply;
+  std::thread client([&] {
+    json body = long_stream();
+    body.erase("stream");
+    body.erase("stream_options");
+    body["max_tokens"] = 2000;  // seconds of work, even for the tiny model
+    reply = http_post(srv.endpoint(), "/v1/completions", body.dump());
+  });
+  // Wait until it runs: the running-requests gauge counts it.
+  for (int i = 0; i < 2000; ++i) {
+    const std::string m = http_get(srv.endpoint(), "/metrics").body;
+    if (m.find("\nswitchyard_running_requests 1") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  srv.signal(SIGINT);
+  client.join();
+  EXPECT_EQ(srv.wait_exit(20), 0);
+  if (reply.status == 200 && reply.error.empty()) {  // fast enough to finish
+    EXPECT_TRUE(json::parse(reply.body).contains("choices")) << reply.body;
+  } else {
+    EXPECT_NE(reply.error, "") << reply.status << " " << reply.body;
+  }
+}
+
 // serve --trace-experts: the file holds every engine step, each MoE layer's counts sum to
 // the step's tokens x top_k, the steps' tokens add up to what /metrics says the server
 // computed, and `analyze` reads it.
