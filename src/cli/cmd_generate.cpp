@@ -54,7 +54,7 @@ void add_generate(CLI::App& app) {
     }
     auto model = load_model(a->m);
     const Tokenizer& tok = model->tokenizer();
-    const auto prompt = tok.encode(a->prompt, tok.add_bos_default() && !a->no_bos, true);
+    const auto prompt = tok.encode(a->prompt, tok.add_bos_default() && !a->no_bos, true, tok.add_eos_default());
     if (prompt.empty()) throw Error("generate: the prompt has no tokens");
     const int64_t n_ctx = a->ctx > 0 ? a->ctx : std::min<int64_t>(model->hparams().n_ctx_train, 4096);
     if (static_cast<int64_t>(prompt.size()) >= n_ctx) {

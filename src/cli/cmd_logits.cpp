@@ -29,7 +29,7 @@ void add_logits(CLI::App& app) {
     auto model = load_model(a->m);
     const Tokenizer& tok = model->tokenizer();
     const std::vector<int32_t> ids = *t ? parse_token_list(a->tokens, model->hparams().n_vocab)
-                                         : tok.encode(a->prompt, tok.add_bos_default() && !a->no_bos, false);
+                                         : tok.encode(a->prompt, tok.add_bos_default() && !a->no_bos, false, tok.add_eos_default());
     if (ids.empty()) throw Error("logits: the input has no tokens");
     ThreadPool pool(a->m.n_threads());
     Session s(*model, pool, static_cast<int64_t>(ids.size()), a->m.moe());

@@ -46,7 +46,7 @@ void add_perplexity(CLI::App& app) {
     if (!text.empty() && text.back() == '\n') text.pop_back();  // as llama.cpp's file loader
     auto model = load_model(a->m);
     const Tokenizer& tok = model->tokenizer();
-    const auto tokens = tok.encode(text, tok.add_bos_default(), false);
+    const auto tokens = tok.encode(text, tok.add_bos_default(), false, tok.add_eos_default());
     ThreadPool pool(a->m.n_threads());
     const ExpertStoreStats cache_before = expert_cache_counters(*model);
     std::unique_ptr<TraceWriter> trace;

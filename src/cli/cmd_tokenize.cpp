@@ -27,7 +27,7 @@ void add_tokenize(CLI::App& app) {
     // The vocabulary alone: works on vocab-only files and skips binding the weights.
     auto file = GgufFile::open(a->model);
     auto tok = Tokenizer::from_gguf(*file);
-    const auto ids = tok->encode(a->prompt, tok->add_bos_default() && !a->no_bos, !a->no_special);
+    const auto ids = tok->encode(a->prompt, tok->add_bos_default() && !a->no_bos, !a->no_special, tok->add_eos_default());
     if (a->ids) {
       std::printf("%s\n", json_text(ids).c_str());
       return;

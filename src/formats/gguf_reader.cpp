@@ -219,6 +219,14 @@ void GgufFile::parse() {
 
   if (const GgufValue* a = find("general.alignment")) {
     const auto* u = std::get_if<uint64_t>(&a->v);
+    if (a->type != GgufType::UINT32) {  // llama.cpp reads it as uint32 only
+      fail("general.alignment must be stored as uint32, but it is a " +
+           std::string(std::get_if<int64_t>(&a->v) ? "signed integer"
+                       : std::get_if<double>(&a->v) ? "float"
+                       : u                          ? "unsigned integer of another width"
+                                                    : "non-number") +
+           " (" + a->to_string() + ")");
+    }
     if (!u || *u == 0 || (*u & (*u - 1)) != 0 || *u > 1u << 20) {
       fail("general.alignment must be a power of two, got " + a->to_string());
     }

@@ -2,6 +2,7 @@
 
 #include "base/error.h"
 #include "formats/gguf_reader.h"
+#include "moe/router.h"
 
 namespace sy {
 namespace {
@@ -55,15 +56,24 @@ HParams HParams::from_gguf(const GgufFile& f) {
     h.n_ff_shexp = h.n_ff_exp * h.n_expert_shared;
     h.n_layer_dense_lead = get("leading_dense_block_count");
   } else {
-    h.n_ff_exp = get_or("expert_feed_forward_length", h.n_ff);
+    // Without the width keys, llama.cpp sizes Qwen's experts as feed_forward_length / top-k
+    // and Qwen2-MoE's shared expert as feed_forward_length (older Qwen1.5-MoE conversions
+    // have neither key); Mixtral and OLMoE experts are feed_forward_length wide.
+    const bool qwen = h.rules->arch == Arch::Qwen2Moe || h.rules->arch == Arch::Qwen3Moe;
+    const int64_t ff_per_expert = qwen && h.n_expert_used > 0 ? h.n_ff / h.n_expert_used : h.n_ff;
+    h.n_ff_exp = get_or("expert_feed_forward_length", ff_per_expert);
     h.n_expert_shared = get_or("expert_shared_count", h.rules->shared_expert ? 1 : 0);
-    h.n_ff_shexp = get_or("expert_shared_feed_forward_length", h.n_ff_exp * h.n_expert_shared);
+    const int64_t ff_shared = h.rules->arch == Arch::Qwen2Moe ? h.n_ff : h.n_ff_exp * h.n_expert_shared;
+    h.n_ff_shexp = get_or("expert_shared_feed_forward_length", ff_shared);
     h.n_layer_dense_lead = get_or("leading_dense_block_count", 0);
   }
   h.expert_weights_scale = static_cast<float>(f.get_float(a + "expert_weights_scale", 1.0));
   if (h.rules->requires_experts) check(f, h.n_expert > 0, h.arch_name + " is a mixture-of-experts family but " + a + "expert_count is missing or 0");
   if (h.n_expert > 0) {
     check(f, h.n_expert_used > 0 && h.n_expert_used <= h.n_expert, "expert_used_count must be in 1..expert_count");
+    check(f, h.n_expert <= kMaxRouterExperts,
+          "expert_count " + std::to_string(h.n_expert) + " is above the " + std::to_string(kMaxRouterExperts) +
+              " experts per layer that the router supports");
     check(f, h.n_ff_exp > 0, "expert_feed_forward_length (or feed_forward_length) must be positive");
   }
   check(f, h.n_layer_dense_lead <= h.n_layer, "leading_dense_block_count exceeds block_count");
@@ -73,11 +83,14 @@ HParams HParams::from_gguf(const GgufFile& f) {
   h.rope.freq_base = static_cast<float>(f.get_float(a + "rope.freq_base", 10000.0));
   h.rope.n_rot = get_or("rope.dimension_count", h.head_dim_k);
   check(f, h.rope.n_rot % 2 == 0 && h.rope.n_rot <= h.head_dim_k && h.rope.n_rot <= cpu::kMaxRopeDims, "rope.dimension_count must be even and at most the head dimension");
-  const std::string scaling = f.get_string(a + "rope.scaling.type", "none");
+  // As llama.cpp: a factor without a type is linear scaling, older files give it as
+  // rope.scale_linear, a factor of 0 means none, and the type "none" never scales.
+  const std::string scaling = f.get_string(a + "rope.scaling.type", "linear");
   if (scaling == "linear") {
-    const double factor = f.get_float(a + "rope.scaling.factor", 1.0);
-    check(f, factor > 0, "rope.scaling.factor must be positive");
-    h.rope.freq_scale = static_cast<float>(1.0 / factor);
+    double factor = f.get_float(a + "rope.scaling.factor", 0.0);
+    if (factor == 0.0) factor = f.get_float(a + "rope.scale_linear", 0.0);
+    check(f, factor >= 0, "rope.scaling.factor must not be negative");
+    h.rope.freq_scale = factor > 0 ? static_cast<float>(1.0 / factor) : 1.0f;
   } else if (scaling != "none") {
     throw Error(f.path() + ": RoPE scaling '" + scaling + "' is not supported (supported: none, linear)");
   }

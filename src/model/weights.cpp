@@ -68,6 +68,13 @@ std::vector<float> load_vector(const GgufFile& f, const std::string& name, int64
 }
 
 ModelWeights ModelWeights::bind(const GgufFile& f, const HParams& hp) {
+  // llama.cpp scales each RoPE frequency by this tensor (Llama 3.1's long-context RoPE);
+  // running without it would give other logits, not an error.
+  if (f.find_tensor("rope_freqs.weight")) {
+    throw Error(f.path() + ": the tensor 'rope_freqs.weight' (per-dimension RoPE frequency factors, as Llama 3.1 "
+                           "files have) is not supported; this engine runs the MoE families' plain or linearly "
+                           "scaled RoPE");
+  }
   ModelWeights w;
   const int64_t d = hp.n_embd;
   w.token_embd = bind_matrix(f, "token_embd.weight", d, hp.n_vocab);

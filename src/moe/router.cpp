@@ -10,13 +10,13 @@ namespace sy {
 
 void route(const float* logits, int64_t ld, int64_t n_tokens, const RouterRules& rules, Routing& out) {
   const int n = rules.n_expert, k = rules.k;
-  if (k <= 0 || k > n || n > 4096) throw Error("router: top-k " + std::to_string(k) + " of " + std::to_string(n) + " experts is invalid");
+  if (k <= 0 || k > n || n > kMaxRouterExperts) throw Error("router: top-k " + std::to_string(k) + " of " + std::to_string(n) + " experts is invalid");
   out.n_tokens = n_tokens;
   out.k = k;
   out.expert.resize(static_cast<size_t>(n_tokens * k));
   out.weight.resize(static_cast<size_t>(n_tokens * k));
-  float probs[4096];
-  int32_t order[4096];
+  float probs[kMaxRouterExperts];
+  int32_t order[kMaxRouterExperts];
   for (int64_t t = 0; t < n_tokens; ++t) {
     std::copy(logits + t * ld, logits + t * ld + n, probs);
     cpu::softmax(probs, n);

@@ -7,6 +7,9 @@
 
 namespace sy {
 
+// The most experts a layer may have: top-k runs on stack arrays this long.
+constexpr int kMaxRouterExperts = 4096;
+
 struct RouterRules {
   int n_expert = 0;
   int k = 0;

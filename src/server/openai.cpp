@@ -81,7 +81,7 @@ void parse_prompts(const json& body, const ApiContext& ctx, bool echo, Completio
     throw ApiError(400, "Missing required parameter: 'prompt'.", "prompt", "missing_required_parameter");
   const Tokenizer& tok = *ctx.tok;
   auto add_text = [&](const std::string& text) {
-    job.prompts.push_back(tok.encode(text, tok.add_bos_default(), true));
+    job.prompts.push_back(tok.encode(text, tok.add_bos_default(), true, tok.add_eos_default()));
     job.echo_text.push_back(echo ? text : std::string());
   };
   auto add_tokens = [&](std::vector<int32_t> ids) {
@@ -134,7 +134,7 @@ void parse_chat(const json& body, const ApiContext& ctx, CompletionJob& job) {
   // Templates that write bos_token themselves must not get a second one.
   const int32_t bos = tok.bos_id();
   const bool has_bos = bos >= 0 && !tok.token_text(bos).empty() && text.rfind(tok.token_text(bos), 0) == 0;
-  job.prompts.push_back(tok.encode(text, tok.add_bos_default() && !has_bos, true));
+  job.prompts.push_back(tok.encode(text, tok.add_bos_default() && !has_bos, true, tok.add_eos_default()));
   job.echo_text.emplace_back();
   for (const auto& s : ctx.chat->stop_strings()) job.stop.push_back(s);
 }

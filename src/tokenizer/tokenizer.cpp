@@ -23,8 +23,17 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
   return t;
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
-                                       bool parse_special) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool parse_special,
+                                       bool add_eos) const {
+  std::vector<int32_t> out = encode_text(text, add_bos, parse_special);
+  if (add_eos) {
+    if (vocab_->eos < 0) throw Error(vocab_->path + ": cannot add EOS: the vocabulary has no EOS token");
+    out.push_back(vocab_->eos);
+  }
+  return out;
+}
+
+std::vector<int32_t> Tokenizer::encode_text(std::string_view text, bool add_bos, bool parse_special) const {
   const Vocab& v = *vocab_;
   std::vector<int32_t> out;
   if (add_bos) {

@@ -23,11 +23,13 @@ class Tokenizer {
   static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& f);
   ~Tokenizer();
 
-  // add_bos: prepend BOS (callers pass add_bos_default() normally; EOS is never appended).
+  // add_bos / add_eos: prepend BOS / append EOS (callers pass add_bos_default() and
+  // add_eos_default(), the vocabulary's add_bos_token / add_eos_token, as llama.cpp's
+  // tokenize with add_special does).
   // parse_special: text matching control/user-defined special token strings (e.g. "<s>",
   // "<|endoftext|>") becomes that token id. User-defined tokens are matched either way,
   // as in llama.cpp.
-  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const;
+  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special, bool add_eos = false) const;
   // Like llama.cpp's detokenize with special=false: BOS/EOS/control/unknown tokens add no
   // text, SPM drops the space of the first token, BPE vocabularies with clean-up on get
   // " ," -> "," etc. Throws sy::Error for an id out of range.
@@ -48,6 +50,7 @@ class Tokenizer {
   std::string pre_name() const;    // pre-tokenizer in use ("default" when the key is absent)
 
  private:
+  std::vector<int32_t> encode_text(std::string_view text, bool add_bos, bool parse_special) const;
   friend class StreamDecoder;
   Tokenizer();
   void check_id(int32_t id) const;

@@ -530,5 +530,59 @@ TEST(FamilyDeepseekDenseLead, TensorNamesPerLayerKind) {
   EXPECT_NE(e2.find("feed_forward_length"), std::string::npos) << e2;
 }
 
+// ---------------------------------------------------------------------------------------
+// 4. Metadata defaults as llama.cpp reads them: files that leave a key out compute what the
+//    same file with llama.cpp's default written in computes.
+
+// A RoPE scaling factor without a type is linear scaling; older files name it scale_linear.
+TEST(MetadataDefaults, RopeFactorWithoutTypeIsLinear) {
+  const std::string src = test::shared_path("fixtures/mixtral/model.gguf");
+  Draft typed(src), untyped(src), old_key(src);
+  typed.set_str("llama.rope.scaling.type", "linear");
+  typed.set_f32("llama.rope.scaling.factor", 4.0f);
+  untyped.set_f32("llama.rope.scaling.factor", 4.0f);
+  old_key.set_f32("llama.rope.scale_linear", 4.0f);
+  auto a = build(typed), b = build(untyped), c = build(old_key), plain = build(Draft(src));
+  EXPECT_FLOAT_EQ(b->model->hparams().rope.freq_scale, 0.25f);
+  expect_same_logits(*a->model, *b->model, mixtral_prompts());
+  expect_same_logits(*a->model, *c->model, mixtral_prompts());
+  const std::vector<int32_t> prompt = mixtral_prompts()[2];
+  EXPECT_GT(worst_rel_diff(trace(*plain->model, prompt, 0), trace(*b->model, prompt, 0)), 1e-3)
+      << "the factor must change the logits";
+  Draft none(src);  // "none" never scales, whatever the factor
+  none.set_str("llama.rope.scaling.type", "none");
+  none.set_f32("llama.rope.scaling.factor", 4.0f);
+  EXPECT_FLOAT_EQ(build(none)->model->hparams().rope.freq_scale, 1.0f);
+}
+
+// Qwen files without the width keys: experts are feed_forward_length / top-k wide and
+// Qwen2-MoE's shared expert feed_forward_length wide (older Qwen1.5-MoE conversions).
+TEST(MetadataDefaults, QwenExpertWidthsWithoutTheirKeys) {
+  const std::string src = test::shared_path("fixtures/qwen2moe/model.gguf");
+  ASSERT_EQ(Draft(src).get_uint("qwen2moe.feed_forward_length"), 128u);
+  ASSERT_EQ(Draft(src).get_uint("qwen2moe.expert_used_count"), 4u);
+  Draft no_shared(src);  // shared width 128 = feed_forward_length
+  no_shared.erase_key("qwen2moe.expert_shared_feed_forward_length");
+  Draft no_expert(src);  // expert width 64 = 256 / 4
+  no_expert.erase_key("qwen2moe.expert_feed_forward_length");
+  no_expert.set_u32("qwen2moe.feed_forward_length", 256);
+  auto ref = build(Draft(src)), a = build(no_shared), b = build(no_expert);
+  EXPECT_EQ(a->model->hparams().n_ff_shexp, 128);
+  EXPECT_EQ(b->model->hparams().n_ff_exp, 64);
+  expect_same_logits(*ref->model, *a->model, qwen_prompts());
+  expect_same_logits(*ref->model, *b->model, qwen_prompts());
+}
+
+// What the engine cannot run is refused by name instead of computing something else.
+TEST(MetadataDefaults, UnsupportedRopeFactorsAndExpertCountsAreRefused) {
+  Draft d(test::shared_path("fixtures/mixtral/model.gguf"));
+  d.put(Tensor{"rope_freqs.weight", {4}, {1, 2, 8, 32}});
+  EXPECT_NE(load_error(d).find("'rope_freqs.weight'"), std::string::npos) << load_error(d);
+  Draft many(test::shared_path("fixtures/mixtral/model.gguf"));
+  many.set_u32("llama.expert_count", 5000);
+  const std::string e = load_error(many);
+  EXPECT_NE(e.find("expert_count 5000 is above the 4096"), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace sy

@@ -257,6 +257,18 @@ TEST(GgufCorrupt, TensorFields) {
   }
 }
 
+// llama.cpp reads general.alignment as uint32; another type is named, not called "not a
+// power of two".
+TEST(GgufCorrupt, AlignmentOfAnotherType) {
+  GgufWriter w;
+  w.add_int32("general.alignment", 32);
+  test::TempFile f;
+  w.write(f.path());
+  const std::string e = error_of(test::read_bytes(f.path()));
+  EXPECT_NE(e.find("general.alignment must be stored as uint32, but it is a signed integer (32)"), std::string::npos)
+      << e;
+}
+
 TEST(GgufCorrupt, CountsAndLengths) {
   const auto full = test::read_bytes(mixtral());
   {

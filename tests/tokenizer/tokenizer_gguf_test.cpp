@@ -112,6 +112,18 @@ TEST_F(TokenizerGguf, SpmMergesByScoreAndFallsBackToUnk) {
   EXPECT_EQ(t->decode({3, 7}), "ab");
 }
 
+// tokenizer.ggml.add_eos_token: EOS goes at the end when the caller adds the special
+// tokens, as llama.cpp's tokenize does; the vocabularies that set it need it.
+TEST_F(TokenizerGguf, AddEosTokenAppendsEos) {
+  EXPECT_FALSE(load(spm_vocab(), "plain.gguf")->add_eos_default());
+  GgufVocabWriter w = spm_vocab();
+  w.set("tokenizer.ggml.add_eos_token", true);
+  const auto t = load(w, "eos.gguf");
+  ASSERT_TRUE(t->add_eos_default());
+  EXPECT_EQ(t->encode("a", t->add_bos_default(), false, t->add_eos_default()), (std::vector<int32_t>{1, 6, 2}));
+  EXPECT_EQ(t->encode("a", false, false), (std::vector<int32_t>{6}));
+}
+
 TEST_F(TokenizerGguf, BpeMergesByRank) {
   const auto t = load(bpe_vocab(""), "bpe.gguf");
   EXPECT_EQ(t->pre_name(), "default");
