@@ -16,6 +16,8 @@
 namespace sy::cli {
 namespace {
 
+constexpr int kMaxConcurrency = 4096;  // closed-loop clients, one thread each
+
 void parse_range(const std::string& s, const char* flag, int& lo, int& hi) {
   const auto colon = s.find(':');
   try {
@@ -121,7 +123,8 @@ void add_loadgen(CLI::App& app) {
   c->add_option("--model", a->model, "Model name to request (default: the server's first)");
   c->add_option("--api-key", a->api_key, "Bearer token (also from $SWITCHYARD_API_KEY)")
       ->envname("SWITCHYARD_API_KEY");
-  c->add_option("--timeout", a->timeout, "Seconds a request may take")
+  c->add_option("--timeout", a->timeout,
+                "Seconds a request may take from its send to its last event (a longer or silent one fails)")
       ->check(positive_number())
       ->capture_default_str();
   c->add_flag("--json", a->json, "Print the report as JSON (the table goes to stderr)");
@@ -135,7 +138,13 @@ void add_loadgen(CLI::App& app) {
     if (!a->rates.empty()) cfg.rates = parse_list<double>(a->rates, "--rate");
     if (!a->concurrency.empty()) {
       for (double k : parse_list<double>(a->concurrency, "--concurrency")) {
-        if (!std::isfinite(k) || k != std::floor(k)) throw Error("--concurrency: expected whole numbers");
+        // Each client is a thread; 0 or a value past int would silently turn into an open-loop burst.
+        if (!std::isfinite(k) || k != std::floor(k) || k < 1 || k > kMaxConcurrency) {
+          char got[32];
+          std::snprintf(got, sizeof got, "%g", k);
+          throw Error("--concurrency: expected whole numbers from 1 to " + std::to_string(kMaxConcurrency) + ", got " +
+                      got);
+        }
         cfg.concurrency.push_back(static_cast<int>(k));
       }
     }

@@ -61,7 +61,7 @@ void add_synth(CLI::App& app) {
   c->add_option("--type", a->type, "Weight type: f32, f16 (default), bf16, q8_0, q4_0");
   c->add_option("--seed", a->seed, "Random seed; the same seed gives the same file (default 0)")
       ->check(non_negative_number());
-  c->add_option("--router-skew", a->skew,
+  CLI::Option* skew = c->add_option("--router-skew", a->skew,
                 "Make a few experts hot in every layer: the expert of rank j gets about 2*S/(j+1) std more "
                 "router logit "
                 "(0 = uniform routing, default)")
@@ -127,6 +127,12 @@ void add_synth(CLI::App& app) {
       o.vocab_file = a->vocab;
       set_i64(vocab_size, s.n_vocab, a->vocab_size);
     }
+    // Settings that the shape chosen has no place for would be written nowhere.
+    if (ff_shared->count() > 0 && s.arch != "qwen2moe")
+      throw Error("--ff-shared: " + s.arch + " has no shared expert (only qwen2moe does here)");
+    if (s.n_expert == 0 && (used->count() > 0 || skew->count() > 0))
+      throw Error(std::string(used->count() > 0 ? "--experts-used" : "--router-skew") +
+                  ": the model is dense (--experts 0), it has no router");
     validate_synth(o);
 
     ThreadPool pool(a->threads > 0 ? a->threads : ThreadPool::default_threads());

@@ -283,9 +283,8 @@ const std::vector<SynthPreset>& synth_presets() {
        "Mixtral-8x7B: 4096 wide, 32 layers, 32/8 heads, 8 experts top-2, expert FFN 14336, vocab 32000",
        shape("llama", 32000, 32768, 4096, 32, 32, 8, 0, 8, 2, 14336, 0, 1e-5f, 1000000.0f)},
       {"tiny",
-       "for tests: olmoe, 64 wide, 2 layers, 4 heads, 8 experts top-2, expert FFN 64, shared FFN 128, vocab "
-       "512",
-       shape("olmoe", 512, 256, 64, 2, 4, 4, 0, 8, 2, 64, 128, 1e-5f, 10000.0f)},
+       "for tests: olmoe, 64 wide, 2 layers, 4 heads, 8 experts top-2, expert FFN 64, vocab 512",
+       shape("olmoe", 512, 256, 64, 2, 4, 4, 0, 8, 2, 64, 0, 1e-5f, 10000.0f)},
   };
   return presets;
 }

@@ -171,13 +171,15 @@ bool Scheduler::try_admit(int64_t& budget, StepPlan& plan) {
   s.n_indexed = static_cast<int64_t>(match_.blocks.size());
   s.index_tail = match_.last;
   s.n_computed = s.n_ready = reused;
-  plan.n_reused += reused;
-  // What the client is told it saved: the first admission's (a preempted sequence later
-  // finds its own blocks again).
-  if (s.n_preempted == 0) s.req->set_cached_prompt_tokens(reused);
+  // What the client is told it saved, /metrics' reuse and the queue time: the first
+  // admission's (a preempted sequence later finds its own blocks again, after it ran).
+  if (s.n_preempted == 0) {
+    plan.n_reused += reused;
+    s.req->set_cached_prompt_tokens(reused);
+    s.admitted = Clock::now();
+  }
   auto owned = std::move(waiting_.front());
   waiting_.pop_front();
-  owned->admitted = Clock::now();
   auto pos = std::upper_bound(running_.begin(), running_.end(), owned->order,
                               [](uint64_t o, const std::unique_ptr<Sequence>& r) { return o < r->order; });
   Sequence& ref = **running_.insert(pos, std::move(owned));

@@ -35,6 +35,12 @@ double since(clock::time_point t0) {
   return std::chrono::duration<double>(clock::now() - t0).count();
 }
 
+std::string format_seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", s);
+  return buf;
+}
+
 // One streaming completion; the reply's text goes to *text when it is given.
 Result send_one(const HttpEndpoint& ep, const std::string& model, const std::vector<int32_t>& prompt, int gen_len,
                 clock::time_point run_start, std::string* text = nullptr) {
@@ -50,6 +56,12 @@ Result send_one(const HttpEndpoint& ep, const std::string& model, const std::vec
   r.start = std::chrono::duration<double>(t0 - run_start).count();
   r.in_tokens = static_cast<int64_t>(prompt.size());
   const HttpReply reply = http_post_sse(ep, "/v1/completions", json_text(body), [&](const std::string& data) {
+    // --timeout bounds the whole request: the socket's read timeout (the same value) ends a
+    // silent one, and this a request that streams for too long.
+    if (since(t0) > ep.timeout_s) {
+      r.error = "the request took longer than --timeout " + format_seconds(ep.timeout_s);
+      return false;
+    }
     const StreamEvent ev = parse_stream_event(data);
     if (ev.done) return true;
     if (!ev.error.empty()) {
@@ -282,9 +294,14 @@ RunReport Loadgen::run(const std::string& label, double rate, int concurrency) {
   std::vector<double> ttft, tpot, e2e, ttft_later;
   std::vector<RequestTiming> timings;
   int64_t out_tokens = 0, in_tokens = 0;
-  double last_end = 0;
+  // Rates are over the time from the first send to the last completion: an open-loop run's
+  // first arrival comes after an exponential gap of its own, which is not the server's time.
+  double first_start = results.empty() ? 0.0 : std::numeric_limits<double>::infinity(), last_end = 0;
   for (const auto& r : results) {
+    first_start = std::min(first_start, r.start);
     last_end = std::max(last_end, r.start + r.end);
+  }
+  for (const auto& r : results) {
     if (!r.ok) {
       rep.failed++;
       if (rep.first_error.empty()) rep.first_error = r.error;
@@ -302,16 +319,17 @@ RunReport Loadgen::run(const std::string& label, double rate, int concurrency) {
     e2e.push_back(r.end);
     if (r.out_tokens > 1) tpot.push_back((r.end - r.ttft) * 1e3 / static_cast<double>(r.out_tokens - 1));
   }
-  rep.duration_s = last_end;
+  rep.duration_s = last_end - first_start;
   rep.prompt_tokens = in_tokens;
-  if (last_end > 0) {
-    rep.requests_per_s = rep.completed / last_end;
-    rep.output_tokens_per_s = static_cast<double>(out_tokens) / last_end;
-    rep.input_tokens_per_s = static_cast<double>(in_tokens) / last_end;
+  if (rep.duration_s > 0) {
+    rep.requests_per_s = rep.completed / rep.duration_s;
+    rep.output_tokens_per_s = static_cast<double>(out_tokens) / rep.duration_s;
+    rep.input_tokens_per_s = static_cast<double>(in_tokens) / rep.duration_s;
   }
-  if (concurrency > 0 && std::isfinite(exhausted.load()) && exhausted.load() > 0) {
-    rep.steady_window_s = std::min(exhausted.load(), last_end);  // a client notices a moment after its last end
-    rep.steady_output_tokens_per_s = tokens_received_by(timings, rep.steady_window_s) / rep.steady_window_s;
+  if (concurrency > 0 && std::isfinite(exhausted.load()) && exhausted.load() > first_start) {
+    const double steady_end = std::min(exhausted.load(), last_end);  // a client notices a moment after its last end
+    rep.steady_window_s = steady_end - first_start;
+    rep.steady_output_tokens_per_s = tokens_received_by(timings, steady_end) / rep.steady_window_s;
   }
   rep.ttft_ms = summarize(ttft);
   rep.tpot_ms = summarize(tpot);

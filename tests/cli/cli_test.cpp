@@ -215,6 +215,10 @@ TEST(Cli, BadInputGivesClearErrors) {
   r = run("perplexity -m " + mixtral() + " -f README.md --chunks -5");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--chunks"), std::string::npos) << r.out;
+  // Each closed-loop client is a thread; a count past int wrapped into an open-loop burst.
+  r = run("loadgen --url http://127.0.0.1:9 --concurrency 1e10");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--concurrency: expected whole numbers from 1 to 4096, got 1e+10"), std::string::npos) << r.out;
   r = run("frobnicate");
   EXPECT_NE(r.code, 0);
   // Seeds are whole numbers from 0 (generate's -1 is its random seed); a negative one wrapped.

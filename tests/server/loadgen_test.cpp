@@ -173,6 +173,35 @@ TEST(LoadgenSteady, CountsTheTokensReceivedByATime) {
   EXPECT_DOUBLE_EQ(tokens_received_by(r, 5.0), 15.0);
 }
 
+// An open-loop run's first request waits for its own exponential gap; rates count from
+// that first send (docs/serving.md), so one request's run lasts as long as the request.
+TEST(Loadgen, OpenLoopRatesCountFromTheFirstSend) {
+  test::TestServer srv(engine_config(4, 64));
+  LoadgenConfig c = run_config(srv, 1, 3, 3, 2, 2);
+  c.rates = {0.5};  // a first gap of 2 s on average
+  const auto items = make_workload(c, static_cast<int32_t>(test::tiny_model().hparams().n_vocab), 0.5);
+  ASSERT_GT(items[0].arrival, 0.05);
+  Loadgen lg(c);
+  const auto runs = lg.run_all();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].completed, 1) << runs[0].first_error;
+  EXPECT_NEAR(runs[0].duration_s, runs[0].e2e_s.p50, 0.02);
+  EXPECT_NEAR(runs[0].requests_per_s, 1.0 / runs[0].duration_s, 1e-9);
+}
+
+// --timeout bounds a whole request, not only the silence between its events.
+TEST(Loadgen, TimeoutBoundsTheWholeRequest) {
+  test::TestServer srv(engine_config(4, 512));
+  LoadgenConfig c = run_config(srv, 2, 3, 3, 400, 400);  // ~0.4 s of tokens each, a few ms apart
+  c.concurrency = {1};
+  c.endpoint.timeout_s = 0.05;
+  Loadgen lg(c);
+  const auto runs = lg.run_all();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].failed, 2);
+  EXPECT_NE(runs[0].first_error.find("took longer than --timeout 0.05 s"), std::string::npos) << runs[0].first_error;
+}
+
 TEST(Loadgen, RoundsOfBaselineClosedAndOpenLoopAgainstTheServer) {
   test::TestServer srv(engine_config(4, 64));
   LoadgenConfig c = run_config(srv, 5, 3, 8, 2, 5);

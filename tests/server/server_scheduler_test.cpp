@@ -243,6 +243,36 @@ TEST(ServerScheduler, PreemptsTheNewestWhenThePoolRunsOut) {
   EXPECT_EQ(plan.rows[0]->n_preempted, 1);
 }
 
+// A preempted sequence may find its own blocks in the prefix index again. That is not a
+// prefix shared with an earlier request: /metrics' reuse and the queue time (from arrival to
+// the first admission) stay those of its first admission.
+TEST(ServerScheduler, ReadmissionAfterPreemptionIsNotCountedAsReuse) {
+  KvCache cache = small_cache(6, 4, 2);
+  Scheduler s({2, 100, 0, true}, cache);
+  s.enqueue(seq(7, 0));
+  s.enqueue(seq(7, 1, 50));
+  StepPlan plan;
+  ASSERT_TRUE(s.schedule(plan));
+  Clock::time_point first_admission{};
+  for (const Sequence* q : plan.rows) {
+    if (q->order == 1) first_admission = q->admitted;
+  }
+  ASSERT_NE(first_admission, Clock::time_point{});
+  for (int step = 0; step < 8 && plan.n_preempted == 0; ++step) {
+    sample_all(plan);
+    ASSERT_TRUE(s.schedule(plan));
+  }
+  ASSERT_EQ(plan.n_preempted, 1);
+  s.remove_if([](const Sequence& q) { return q.order == 0; }, [](std::unique_ptr<Sequence>) {});
+  ASSERT_TRUE(s.schedule(plan));
+  ASSERT_EQ(plan.rows.size(), 1u);
+  EXPECT_EQ(plan.rows[0]->order, 1u);
+  EXPECT_EQ(plan.rows[0]->n_preempted, 1);
+  EXPECT_LT(plan.batch.size(), static_cast<int64_t>(plan.rows[0]->tokens.size())) << "it found its blocks again";
+  EXPECT_EQ(plan.n_reused, 0);
+  EXPECT_EQ(plan.rows[0]->admitted, first_admission);
+}
+
 TEST(ServerScheduler, CancelledWaitingAndRunningLeave) {
   KvCache cache = small_cache(8, 4, 1);
   Scheduler s({1, 100, 0}, cache);

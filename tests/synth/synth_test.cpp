@@ -29,6 +29,7 @@ SynthOptions tiny(const std::string& arch, DType type = DType::F32) {
   SynthOptions o;
   o.shape = synth_preset("tiny").shape;
   o.shape.arch = arch;
+  if (arch == "qwen2moe") o.shape.n_ff_shexp = 128;  // the preset (olmoe) has no shared expert
   o.type = type;
   o.seed = 7;
   return o;
@@ -465,6 +466,9 @@ TEST(SynthCli, HelpAndErrorsNameTheFlag) {
       {"synth --preset tiny --vocab /nonexistent/vocab.gguf" + o, "--vocab"},
       {"synth --preset tiny --vocab 12 --vocab-size 20" + o, "--vocab"},
       {"synth --preset tiny --router-skew -2" + o, "--router-skew"},
+      // Settings the shape has no place for: refused rather than written nowhere.
+      {"synth --preset tiny --ff-shared 128" + o, "--ff-shared: olmoe has no shared expert"},
+      {"synth --preset tiny --arch llama --experts 0 --router-skew 1" + o, "--router-skew: the model is dense"},
       {"synth --preset no-such-model" + o, "--preset"},
       {"synth --preset tiny", "--output"},
   };
