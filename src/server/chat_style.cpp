@@ -54,25 +54,22 @@ std::string chatml_default_system(const std::string& t) {
 // Llama 3.1 and later: "Cutting Knowledge Date: <month>\nToday Date: <date>\n\n" heads the
 // system turn. The date is today's where the template asks strftime_now (3.2 on, as
 // transformers provides it), else the template's own default date_string.
-std::string llama3_knowledge_preamble(const std::string& t) {
+void read_knowledge_turn(const std::string& t, ChatStyle& s) {
   const std::string marker = "Cutting Knowledge Date: ";
   const size_t p = t.find(marker);
-  if (p == std::string::npos) return {};
+  if (p == std::string::npos) return;
   bool ok = false;
   std::string month = literal_run(t, p + marker.size(), "\\n", ok);
   while (!month.empty() && month.back() == '\n') month.pop_back();  // a real newline ends it too
-  std::string date = "26 Jul 2024";
+  s.knowledge_turn = true;
+  s.knowledge_month = month;
   if (has(t, "strftime_now")) {
-    char buf[32];
-    const std::time_t now = std::time(nullptr);
-    std::tm local{};
-    localtime_r(&now, &local);
-    std::strftime(buf, sizeof buf, "%d %b %Y", &local);
-    date = buf;
+    s.knowledge_date.clear();
   } else if (const size_t d = t.find("date_string = \""); d != std::string::npos) {
-    date = literal_run(t, d + 15, "\"", ok);
+    s.knowledge_date = literal_run(t, d + 15, "\"", ok);
+  } else {
+    s.knowledge_date = "26 Jul 2024";
   }
-  return marker + month + "\nToday Date: " + date + "\n\n";
 }
 
 }  // namespace
@@ -94,6 +91,20 @@ ChatFormat detect_chat_format(const std::string& t) {
   return ChatFormat::Unsupported;
 }
 
+std::string knowledge_preamble(const ChatStyle& s) {
+  if (!s.knowledge_turn) return {};
+  std::string date = s.knowledge_date;
+  if (date.empty()) {
+    char buf[32];
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    localtime_r(&now, &local);
+    std::strftime(buf, sizeof buf, "%d %b %Y", &local);
+    date = buf;
+  }
+  return "Cutting Knowledge Date: " + s.knowledge_month + "\nToday Date: " + date + "\n\n";
+}
+
 ChatStyle read_chat_style(ChatFormat format, const std::string& t) {
   ChatStyle s;
   switch (format) {
@@ -103,7 +114,7 @@ ChatStyle read_chat_style(ChatFormat format, const std::string& t) {
       s.think_blocks = has(t, "reasoning_content") && has(t, "last_query_index");
       break;
     case ChatFormat::Llama3:
-      s.knowledge_preamble = llama3_knowledge_preamble(t);
+      read_knowledge_turn(t, s);
       break;
     case ChatFormat::Tulu: {
       // What the template writes before its loop over the messages.
@@ -135,7 +146,8 @@ std::string describe_chat_style(const ChatStyle& s) {
   std::string out;
   auto add = [&](const std::string& part) { out += (out.empty() ? "" : "; ") + part; };
   if (!s.default_system.empty()) add("default system prompt \"" + s.default_system + "\"");
-  if (!s.knowledge_preamble.empty()) add("knowledge-date system turn");
+  if (s.knowledge_turn) add(s.knowledge_date.empty() ? "knowledge-date system turn with today's date"
+                                                      : "knowledge-date system turn");
   if (s.lead != usual.lead)
     add(s.lead == ChatStyle::Lead::Eos ? "eos first" : "nothing before the first turn");
   if (s.system_role != usual.system_role) add("system messages dropped");

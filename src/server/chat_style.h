@@ -28,7 +28,9 @@ enum class ChatFormat {
 struct ChatStyle {
   enum class Lead { Bos, Eos, Nothing };
   std::string default_system;               // ChatML: the system prompt when none is given (Qwen)
-  std::string knowledge_preamble;           // Llama 3.1+: opens a system turn that is always there
+  bool knowledge_turn = false;              // Llama 3.1+: a system turn that is always there opens
+  std::string knowledge_month;              // with "Cutting Knowledge Date: <month>\nToday Date: <date>"
+  std::string knowledge_date;               // the template's fixed date; empty: today's, at each render
   Lead lead = Lead::Bos;                    // Tulu: what precedes the first turn
   bool system_role = true;                  // Tulu: false where the template drops system messages
   bool newline_after_last_reply = false;    // Tulu 2: every reply ends with a newline
@@ -43,6 +45,10 @@ struct ChatStyle {
 
 // The family of a template text; Unsupported when none matches.
 ChatFormat detect_chat_format(const std::string& jinja);
+
+// Llama 3.1+'s "Cutting Knowledge Date / Today Date" lines ("" without knowledge_turn); a
+// date read at each call, so that a server running past midnight gives the new day's.
+std::string knowledge_preamble(const ChatStyle& s);
 
 // The variant of `format` that `jinja` renders. ChatStyle{} is each family's usual form,
 // what `--chat-template NAME` renders.

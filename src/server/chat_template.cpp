@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "tokenizer/unicode.h"
 
 namespace sy {
 namespace {
@@ -20,11 +21,34 @@ constexpr Named kNames[] = {
     {"deepseek3", ChatFormat::DeepSeek3}, {"command-r", ChatFormat::CommandR},
 };
 
+// Python's str.isspace, which Jinja's trim and .strip() follow: Unicode White_Space and the
+// separators U+001C..U+001F (no-break and ideographic spaces included).
+bool py_space(uint32_t c) {
+  return unicode::is_whitespace(c) || (c >= 0x1C && c <= 0x1F);
+}
+
+// The byte length of the UTF-8 character at s[i] (1 for a byte that starts none).
+size_t char_len(const std::string& s, size_t i) {
+  const size_t n = unicode::utf8_len(s[i]);
+  return i + n <= s.size() ? n : 1;
+}
+
 std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return {};
-  const auto e = s.find_last_not_of(" \t\r\n");
-  return s.substr(b, e - b + 1);
+  size_t b = 0, e = s.size();
+  while (b < e) {
+    const size_t n = char_len(s, b);
+    const auto c = unicode::decode_utf8(std::string_view(s).substr(b, n));
+    if (c.size() != 1 || !py_space(c[0])) break;
+    b += n;
+  }
+  while (e > b) {
+    size_t start = e - 1;  // back to the lead byte of the last character
+    while (start > b && (static_cast<uint8_t>(s[start]) & 0xC0) == 0x80 && e - start < 4) --start;
+    const auto c = unicode::decode_utf8(std::string_view(s).substr(start, e - start));
+    if (c.size() != 1 || !py_space(c[0])) break;
+    e = start;
+  }
+  return s.substr(b, e - b);
 }
 
 std::string strip_newlines(const std::string& s, bool front, bool back) {
@@ -49,14 +73,18 @@ std::string qwen3_reply(const std::string& content, bool after_last_question, bo
   return "<think>\n" + strip_newlines(reasoning, true, true) + "\n</think>\n\n" + strip_newlines(answer, true, false);
 }
 
-// System messages folded into the first user turn, for formats without a system role. An
-// empty one still brings its separator, as Mistral's template writes it.
-std::vector<ChatMessage> fold_system(const std::vector<ChatMessage>& in, const std::string& sep) {
+// System messages folded into the next user turn, for formats without a system role (their
+// templates refuse one). An empty one still brings its separator, as Mistral's template
+// writes it. A system message with no user message after it has nowhere to go: refused,
+// rather than moved in front of the conversation. `keep_later`: system messages after the
+// first user message stay in place (Gemma's template renders those as turns of their own).
+std::vector<ChatMessage> fold_system(const std::vector<ChatMessage>& in, const std::string& sep,
+                                     const char* format, bool keep_later = false) {
   std::vector<ChatMessage> out;
   std::string system;
-  bool pending = false;
+  bool pending = false, seen_user = false;
   for (const auto& m : in) {
-    if (m.role == "system") {
+    if (m.role == "system" && !(keep_later && seen_user)) {
       system += (pending ? "\n\n" : "") + m.content;
       pending = true;
       continue;
@@ -67,9 +95,24 @@ std::vector<ChatMessage> fold_system(const std::vector<ChatMessage>& in, const s
       system.clear();
       pending = false;
     }
+    seen_user = seen_user || m.role == "user";
   }
-  if (pending) out.insert(out.begin(), ChatMessage{"user", system});
+  if (pending) {
+    throw Error(std::string("a system message must be followed by a user message in the ") + format +
+                " chat format, which has no system turn: its text goes into the next user message");
+  }
   return out;
+}
+
+// Llama-2's and Command-R's templates take a system message only as the first message (a
+// later one is an error, or silently left out): refused, so no instruction is lost unseen.
+void require_leading_system_only(const std::vector<ChatMessage>& in, const char* format) {
+  for (size_t i = 1; i < in.size(); ++i) {
+    if (in[i].role == "system") {
+      throw Error(std::string("the ") + format + " chat format takes a system message only as the first message (message " +
+                  std::to_string(i) + " is one)");
+    }
+  }
 }
 
 }  // namespace
@@ -151,6 +194,7 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& input, bool gen
       break;
     }
     case ChatFormat::Llama2: {
+      require_leading_system_only(input, "llama2");
       std::string system;
       bool first = true, has_system = false;  // an empty system prompt is still wrapped
       for (const auto& m : input) {
@@ -172,7 +216,7 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& input, bool gen
     case ChatFormat::Mistral: {
       out += bos_;
       const std::string space = style_.spaced_inst ? " " : "";
-      for (const auto& m : fold_system(input, "\n\n")) {
+      for (const auto& m : fold_system(input, "\n\n", "mistral")) {
         if (m.role == "user")
           out += space + "[INST] " + m.content + " [/INST]";
         else
@@ -183,9 +227,9 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& input, bool gen
     case ChatFormat::Llama3: {
       out += bos_;
       size_t first = 0;
-      if (!style_.knowledge_preamble.empty()) {  // the system turn is always there, the preamble first
+      if (style_.knowledge_turn) {  // the system turn is always there, the preamble first
         const bool system = !input.empty() && input[0].role == "system";
-        out += "<|start_header_id|>system<|end_header_id|>\n\n" + style_.knowledge_preamble +
+        out += "<|start_header_id|>system<|end_header_id|>\n\n" + knowledge_preamble(style_) +
                (system ? trim(input[0].content) : "") + "<|eot_id|>";
         first = system ? 1 : 0;
       }
@@ -213,9 +257,9 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& input, bool gen
       break;
     case ChatFormat::Gemma:
       out += bos_;
-      for (const auto& m : fold_system(input, "\n\n")) {
-        out += "<start_of_turn>" + std::string(m.role == "assistant" ? "model" : "user") + "\n" +
-               trim(m.content) + "<end_of_turn>\n";
+      for (const auto& m : fold_system(input, "\n\n", "gemma", true)) {
+        out += "<start_of_turn>" + (m.role == "assistant" ? std::string("model") : m.role) + "\n" + trim(m.content) +
+               "<end_of_turn>\n";
       }
       if (gen) out += "<start_of_turn>model\n";
       break;
@@ -238,11 +282,19 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& input, bool gen
       }
       if (gen) out += "Assistant:";
       break;
-    case ChatFormat::DeepSeek3:
-      out += bos_;
+    case ChatFormat::DeepSeek3: {
+      // Every system message, wherever it is, joined at the front (the template collects them).
+      std::string system;
+      bool any_system = false;
+      for (const auto& m : input) {
+        if (m.role != "system") continue;
+        system += (any_system ? "\n\n" : "") + m.content;
+        any_system = true;
+      }
+      out += bos_ + system;
       for (const auto& m : input) {
         if (m.role == "system")
-          out += m.content;
+          continue;
         else if (m.role == "user")
           out += "<\xEF\xBD\x9CUser\xEF\xBD\x9C>" + m.content;
         else
@@ -256,7 +308,9 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& input, bool gen
             "<\xEF\xBD\x9C"
             "Assistant\xEF\xBD\x9C>";
       break;
+    }
     case ChatFormat::CommandR:
+      require_leading_system_only(input, "command-r");
       out += bos_;
       for (const auto& m : input) {
         const char* tag = m.role == "system" ? "<|SYSTEM_TOKEN|>"

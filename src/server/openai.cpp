@@ -129,7 +129,18 @@ void parse_chat(const json& body, const ApiContext& ctx, CompletionJob& job) {
             ChatTemplate::supported_names() + " (or --chat-template-file with a template of one of them).",
         "", "chat_template_unsupported", "server_error");
   }
-  const std::string text = ctx.chat->render(messages, true);
+  // vLLM's and Hugging Face's flag: false leaves the assistant header off (a prompt that
+  // ends in the conversation's last turn). Other template arguments are not taken.
+  const bool add_generation_prompt = get_bool(body, "add_generation_prompt").value_or(true);
+  if (const json* k = field(body, "chat_template_kwargs"); k && !(k->is_object() && k->empty()))
+    throw unsupported("chat_template_kwargs", "Template arguments ('chat_template_kwargs')");
+  std::string text;
+  try {
+    text = ctx.chat->render(messages, add_generation_prompt);
+  } catch (const Error& e) {
+    throw ApiError(400, std::string("The messages do not fit this model's chat template: ") + e.what() + ".",
+                   "messages", "invalid_value");
+  }
   const Tokenizer& tok = *ctx.tok;
   // Templates that write bos_token themselves must not get a second one.
   const int32_t bos = tok.bos_id();

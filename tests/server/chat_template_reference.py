@@ -21,9 +21,9 @@ from jinja2.exceptions import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 # Conversations a server gets: a lone question, a system prompt (also an empty one), several
-# turns, text with surrounding whitespace and newlines (templates differ in whether they trim)
-# or beyond ASCII, a reply sent back with its reasoning, and an assistant turn last (rendered
-# with and without the generation prompt).
+# turns, text with surrounding whitespace and newlines (templates differ in whether they trim;
+# ASCII and beyond) or beyond ASCII, a reply sent back with its reasoning, an assistant turn
+# last (rendered with and without the generation prompt), and system messages in odd places.
 CONVERSATIONS = [
     [{"role": "user", "content": "Hello"}],
     [{"role": "system", "content": "You are a helpful assistant"}, {"role": "user", "content": "Hello"}],
@@ -50,6 +50,26 @@ CONVERSATIONS = [
         {"role": "system", "content": "Be terse."},
         {"role": "user", "content": "Name a colour"},
         {"role": "assistant", "content": "Blue"},
+    ],
+    # System messages beyond the usual one: two at the start, one mid-conversation, one last.
+    [
+        {"role": "system", "content": "One"},
+        {"role": "system", "content": "Two"},
+        {"role": "user", "content": "Hi"},
+    ],
+    [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Yo"},
+        {"role": "system", "content": "Be brief"},
+        {"role": "user", "content": "Again"},
+    ],
+    [{"role": "user", "content": "Hi"}, {"role": "system", "content": "Be brief"}],
+    # Whitespace beyond ASCII around the text: Jinja's trim and Python's strip() remove it.
+    [
+        {"role": "system", "content": "\u00a0Sys\u3000"},
+        {"role": "user", "content": "\fHi\x1c"},
+        {"role": "assistant", "content": "\u2003ok\u00a0"},
+        {"role": "user", "content": "\x0bagain\u3000"},
     ],
 ]
 

@@ -4,8 +4,8 @@
 // (tests/server/chat_template_reference.py). Wherever a template accepts a conversation,
 // the C++ renderer, given the same template text and special tokens, must give the same
 // prompt byte for byte. Where the template refuses one (a system message in a format
-// without a system role), ours folds it in instead, as llama.cpp does; only that it renders
-// is checked there. Skipped when jinja2 is missing (scripts/install-deps installs it).
+// without a system role), ours folds it in instead, as llama.cpp does, or refuses it too.
+// Where the template silently leaves a message out, ours refuses the conversation. Skipped when jinja2 is missing (scripts/install-deps installs it).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "base/error.h"
 #include "server/chat_template.h"
 #include "support/run_cli.h"
 #include "support/shared_data.h"
@@ -54,10 +55,24 @@ TEST(ChatTemplateReference, ChatTemplatesMatchJinjaRenderingsOfPublishedTemplate
         ChatTemplate::detect(test::read_text_file(kTemplateDir + "/" + name), c.at("bos").get<std::string>(),
                              c.at("eos").get<std::string>());
     ASSERT_TRUE(t.supported()) << "not recognised";
-    const std::string ours =
-        t.render(messages_of(c.at("messages")), c.at("add_generation_prompt").get<bool>());
-    if (c.contains("error")) {
-      EXPECT_FALSE(ours.empty()) << "jinja2 refused it (" << c.at("error").get<std::string>() << ")";
+    const std::vector<ChatMessage> messages = messages_of(c.at("messages"));
+    std::string ours, refusal;
+    try {
+      ours = t.render(messages, c.at("add_generation_prompt").get<bool>());
+    } catch (const Error& e) {
+      refusal = e.what();
+    }
+    if (c.contains("error")) {  // folded in, or refused with a reason
+      EXPECT_TRUE(!ours.empty() || !refusal.empty()) << "jinja2 refused it (" << c.at("error").get<std::string>() << ")";
+      continue;
+    }
+    if (!refusal.empty()) {
+      // Ours refuses only a conversation the template renders with a message left out
+      // (a later system message in Llama-2's and Command-R's): never one it renders whole.
+      const std::string text = c.at("text");
+      bool dropped = false;
+      for (const ChatMessage& m : messages) dropped = dropped || text.find(m.content) == std::string::npos;
+      EXPECT_TRUE(dropped) << "refused (" << refusal << ") though the template renders every message";
       continue;
     }
     EXPECT_EQ(ours, c.at("text").get<std::string>()) << "format " << t.name();
@@ -81,6 +96,9 @@ TEST(ChatTemplateReference, TheStartupLogNamesEachTemplatesVariant) {
             "empty system messages dropped");
   EXPECT_EQ(variant("meta-llama--Llama-3.1-8B-Instruct.jinja", "<|begin_of_text|>", "<|eot_id|>"),
             "knowledge-date system turn");
+  // 3.2's date is today's, taken when a prompt is rendered (a server runs past midnight).
+  EXPECT_EQ(variant("meta-llama--Llama-3.2-3B-Instruct.jinja", "<|begin_of_text|>", "<|eot_id|>"),
+            "knowledge-date system turn with today's date");
   EXPECT_EQ(variant("allenai--OLMo-7B-Instruct.jinja", "", "<|endoftext|>"),
             "eos first; system messages dropped; newline after the last reply");
   EXPECT_EQ(variant("mistralai--Mistral-7B-Instruct-v0.2.jinja", "<s>", "</s>"), "spaces around [INST]");

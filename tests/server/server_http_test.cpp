@@ -1142,6 +1142,40 @@ TEST(ServerChatTemplate, ATemplateFileReplacesTheModelsTemplate) {
       Error);
 }
 
+// What a template cannot place is a 400 naming the messages; add_generation_prompt false
+// leaves the assistant header off; template arguments the server does not take are refused.
+TEST(ServerChatTemplate, MessagesATemplateCannotPlaceAndGenerationPrompt) {
+  ServerConfig sc;
+  sc.chat_template = "llama2";
+  TestServer srv({}, sc);
+  const json late_system = {{"model", "tiny"},
+                            {"messages", json::array({{{"role", "user"}, {"content", "Hi"}},
+                                                      {{"role", "assistant"}, {"content", "Yo"}},
+                                                      {{"role", "system"}, {"content", "Be brief"}},
+                                                      {{"role", "user"}, {"content", "Again"}}})},
+                            {"max_tokens", 1}};
+  HttpReply r = http_post(srv.endpoint(), "/v1/chat/completions", late_system.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["param"], "messages") << r.body;
+  EXPECT_NE(r.body.find("takes a system message only as the first message"), std::string::npos) << r.body;
+
+  ServerConfig chatml;  // the tiny model has no template: ChatML
+  TestServer plain({}, chatml);
+  json body = {{"model", "tiny"},
+               {"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
+               {"max_tokens", 1}};
+  const int with_prompt = json::parse(http_post(plain.endpoint(), "/v1/chat/completions", body.dump()).body)["usage"]["prompt_tokens"];
+  body["add_generation_prompt"] = false;
+  const Tokenizer& tok = plain.engine().model().tokenizer();
+  const int without = json::parse(http_post(plain.endpoint(), "/v1/chat/completions", body.dump()).body)["usage"]["prompt_tokens"];
+  EXPECT_GT(with_prompt, without);
+  EXPECT_EQ(without, static_cast<int>(tok.encode("<|im_start|>user\nHi<|im_end|>\n", tok.add_bos_default(), true).size()));
+  body["chat_template_kwargs"] = {{"enable_thinking", false}};
+  r = http_post(plain.endpoint(), "/v1/chat/completions", body.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["param"], "chat_template_kwargs") << r.body;
+}
+
 TEST(ServerBind, ASecondServerOnABusyPortIsRefused) {
   TestServer first;
   EngineConfig ec;
