@@ -118,6 +118,7 @@ TieredExpertStore::TieredExpertStore(const GgufFile& f, const HParams& hp, const
   planned_.assign(n_units, 0);
   prefetched_.assign(n_units, 0);
   shielded_.assign(n_units, 0);
+  deferred_tokens_.assign(n_units, 0.0);
   auto policy = make_policy(opt.policy, n_units);
   policy_name_ = policy->name();
   resident_in_layer_.assign(n_moe, 0);
@@ -214,8 +215,10 @@ void TieredExpertStore::finish_part(int slot, double seconds, double pack_second
   if (--s.parts_left > 0) return;
   s.state = s.error.empty() ? State::Ready : State::Failed;
   s.ready_at = now_seconds();
-  stats_.bytes_read += static_cast<int64_t>(s.w.bytes());
-  stats_.loads++;
+  if (s.state == State::Ready) {
+    stats_.bytes_read += static_cast<int64_t>(s.w.bytes());
+    stats_.loads++;
+  }
   ready_.notify_all();
 }
 
@@ -298,6 +301,12 @@ void TieredExpertStore::plan_layer(int layer, const std::vector<int32_t>& expert
     Slot& s = slots_[slot_of_[u]];
     if (s.pins++ == 0) pinned_++;
     planned_[u] = 1;
+    if (s.state == State::Failed) {  // an earlier read failed (its step failed): read it again
+      stats_.misses++;
+      start_load(slot_of_[u], Load::Urgent);
+      loading.push_back(experts[i]);
+      continue;
+    }
     stats_.hits++;
     if (prefetched_[u]) {
       stats_.prefetch_used++;
@@ -314,6 +323,7 @@ void TieredExpertStore::plan_layer(int layer, const std::vector<int32_t>& expert
     const int slot = claim_slot(u, static_cast<double>(tokens[i]));
     if (slot < 0) {
       deferred.push_back(experts[i]);
+      deferred_tokens_[u] = static_cast<double>(tokens[i]);  // for the policy, when acquire() loads it
       continue;
     }
     Slot& s = slots_[slot];
@@ -321,6 +331,12 @@ void TieredExpertStore::plan_layer(int layer, const std::vector<int32_t>& expert
     planned_[u] = 1;
     start_load(slot, Load::Urgent);
     loading.push_back(experts[i]);
+  }
+  // A prefetch is a guess for this use of the layer: one it did not need was wrong, even if
+  // a later step uses that expert (prefetch accuracy counts the guesses that were right).
+  for (int e = 0; e < n_expert_; ++e) {
+    const int u = unit_of(layer, e);
+    if (prefetched_[u] && !planned_[u]) prefetched_[u] = 0;
   }
   // Filled in place, so that the caller's groups keep their capacity from layer to layer.
   size_t n = 0;
@@ -340,9 +356,15 @@ const FfnWeights& TieredExpertStore::acquire(int layer, int expert) {
   const int u = unit_of(layer, expert);
   if (!planned_[u]) {  // deferred by plan_layer, or a caller that did not plan
     int slot = slot_of_[u];
-    if (slot < 0) {
+    // The compute thread waits for all of this: counted with the other waits for loads.
+    const double t0 = now_seconds();
+    const double tokens = deferred_tokens_[u] > 0 ? deferred_tokens_[u] : 1.0;
+    deferred_tokens_[u] = 0;
+    if (slot >= 0 && slots_[slot].state == State::Failed) {
+      start_load(slot, Load::Now);  // an earlier read failed: read it again
+    } else if (slot < 0) {
       // A prefetch may still be loading into this layer's only free slot: wait for it.
-      while ((slot = claim_slot(u, 1.0)) < 0) {
+      while ((slot = claim_slot(u, tokens)) < 0) {
         const int m = u / n_expert_;
         bool loading = false;
         for (int e = 0; e < n_expert_; ++e) {
@@ -354,6 +376,7 @@ const FfnWeights& TieredExpertStore::acquire(int layer, int expert) {
       }
       start_load(slot, Load::Now);
     }
+    stats_.wait_seconds += now_seconds() - t0;
     if (slots_[slot].pins++ == 0) pinned_++;
     planned_[u] = 1;
   }
@@ -400,6 +423,13 @@ void TieredExpertStore::pin_profile(const std::string& path, const std::string& 
     throw Error(path + ": --expert-profile trace is for a model with " + std::to_string(t.info.n_moe()) + " MoE layers of " +
                 std::to_string(t.info.n_expert) + " experts, this one has " + std::to_string(sources_.size() / n_expert_) +
                 " of " + std::to_string(n_expert_));
+  }
+  // Another model of the same size routes differently: its hot experts are not this one's.
+  const TraceInfo mine = TraceInfo::from_hparams(hp_, t.info.static_gating);
+  if (t.info.model_name != mine.model_name || t.info.top_k != mine.top_k || t.info.moe_layers != mine.moe_layers) {
+    throw Error(path + ": --expert-profile trace was recorded with the model '" + t.info.model_name + "' (top-" +
+                std::to_string(t.info.top_k) + "), not this one ('" + mine.model_name + "', top-" +
+                std::to_string(mine.top_k) + "); record one with this model's --trace-experts");
   }
   // Half of a token's experts stay free for the cold ones and the prefetches.
   const int reserve = std::max(1, (t.info.top_k + 1) / 2);

@@ -148,6 +148,7 @@ class TieredExpertStore : public ExpertStore {
   std::vector<int> slot_of_;     // unit -> slot, -1 when not resident
   std::vector<uint8_t> planned_, prefetched_;
   std::vector<uint8_t> shielded_;  // predicted for the layer a prefetch is filling: not a victim
+  std::vector<double> deferred_tokens_;  // tokens of an expert plan_layer deferred (0: none)
   std::unique_ptr<ExpertCache> cache_;
   std::string policy_name_;
   int pinned_ = 0;               // slots with pins > 0

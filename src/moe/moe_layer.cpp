@@ -13,18 +13,29 @@ void MoeLayer::run_experts(ExpertStore& store, int layer, const std::vector<int3
                            const std::vector<int64_t>& offsets, cpu::Rows in, cpu::OutRows out, Backend& backend,
                            MoeStepStats& stats, AfterPlan&& after_plan) {
   store.plan_layer(layer, active, active_tokens_, groups_);
-  after_plan();
-  for (const auto& group : groups_) {
-    jobs_.clear();
-    for (int32_t e : group) {
-      const int64_t n_rows = offsets[e + 1] - offsets[e];
-      jobs_.push_back({&store.acquire(layer, e), offsets[e], n_rows});
-      stats.active_experts++;
-      stats.rows_computed += n_rows;
-      stats.expert_bytes_read += jobs_.back().w->bytes();
+  size_t released = 0;  // groups done and released
+  try {
+    after_plan();
+    for (; released < groups_.size(); ++released) {
+      const auto& group = groups_[released];
+      jobs_.clear();
+      for (int32_t e : group) {
+        const int64_t n_rows = offsets[e + 1] - offsets[e];
+        jobs_.push_back({&store.acquire(layer, e), offsets[e], n_rows});
+        stats.active_experts++;
+        stats.rows_computed += n_rows;
+        stats.expert_bytes_read += jobs_.back().w->bytes();
+      }
+      backend.ffn(jobs_, in, out);
+      for (int32_t e : group) store.release(layer, e);
     }
-    backend.ffn(jobs_, in, out);
-    for (int32_t e : group) store.release(layer, e);
+  } catch (...) {
+    // A failed read or kernel: unpin what the layer still holds, or its slots stay taken
+    // for good (a server keeps going after a failed step).
+    for (size_t g = released; g < groups_.size(); ++g) {
+      for (int32_t e : groups_[g]) store.release(layer, e);
+    }
+    throw;
   }
 }
 

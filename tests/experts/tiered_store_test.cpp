@@ -2,6 +2,7 @@
 // the cache size (one expert per layer, 25%, 100%), counts hits and misses, and rejects
 // bad sizes with a clear message.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -313,6 +314,15 @@ TEST(ExpertStore, CountsTheLoadLatencyPrefetchHid) {
   EXPECT_EQ(st.stats().prefetch_used, 2);
   EXPECT_GT(st.stats().prefetch_latency_seconds, latency);
   EXPECT_LE(st.stats().prefetch_wait_seconds, st.stats().prefetch_latency_seconds - latency + 1e-9);
+
+  // A wrong guess stays wrong: the layer it was for did not use it, so a later step's use
+  // of the expert is a hit, not a prefetch that paid off.
+  st.prefetch(3, {6});
+  for (int i = 0; i < 500 && st.stats().loads < 4; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(st.stats().loads, 4);
+  use(3, 2);
+  use(3, 6);
+  EXPECT_EQ(st.stats().prefetch_used, 2);
 }
 
 // Without prefetch the store is the replay's eviction policy run live: decoding the
@@ -324,7 +334,11 @@ TEST(ExpertStore, LoadsWhatTheReplayOfItsOwnTraceMisses) {
   std::ifstream in(test::shared_path("models/tiny-mixtral/valid.txt"));
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   text.resize(std::min<size_t>(text.size(), 1500));
-  for (const std::string policy : {"eb-lfu", "lru", "lfu-decay", "expert-buffering"}) {
+  // Steps of 16 tokens need more than the 4 slots a layer has: the experts beyond them load
+  // one at a time, and the policy must see their real token counts there too.
+  for (const auto& [policy, batch] : std::vector<std::pair<std::string, size_t>>{
+           {"eb-lfu", 1}, {"lru", 1}, {"lfu-decay", 1}, {"expert-buffering", 1}, {"eb-lfu", 16}, {"lfu-decay", 16}}) {
+    SCOPED_TRACE(policy + " in steps of " + std::to_string(batch));
     ModelOptions o;
     o.expert_cache = "50%";  // 4 of 8 experts per layer
     o.tiered.policy = policy;
@@ -333,12 +347,14 @@ TEST(ExpertStore, LoadsWhatTheReplayOfItsOwnTraceMisses) {
     const auto tokens = m->tokenizer().encode(text, true, false);
     ASSERT_GT(tokens.size(), 200u);
     test::TempFile file(".sytrace");
-    TraceWriter trace(file.path(), TraceInfo::from_hparams(m->hparams(), false), 1);
+    TraceWriter trace(file.path(), TraceInfo::from_hparams(m->hparams(), false), static_cast<int64_t>(batch));
     ThreadPool pool(2);
     Session s(*m, pool, static_cast<int64_t>(tokens.size()) + 1);
     s.forward().set_routing_observer(&trace);
     const ExpertStoreStats before = m->tiered_experts()->stats();
-    for (int32_t t : tokens) s.eval({t});
+    for (size_t i = 0; i < tokens.size(); i += batch) {
+      s.eval(std::vector<int32_t>(tokens.begin() + i, tokens.begin() + std::min(tokens.size(), i + batch)));
+    }
     trace.close();
     const ExpertCacheUse use = expert_cache_use(before, m->tiered_experts()->stats());
 
@@ -350,6 +366,47 @@ TEST(ExpertStore, LoadsWhatTheReplayOfItsOwnTraceMisses) {
     EXPECT_DOUBLE_EQ(use.load_rate(), sim.miss_rate()) << policy;
     EXPECT_GE(use.loads, static_cast<double>(simulate_cache(replayed, "belady", CacheScope::PerLayer, 4).misses));
   }
+}
+
+// A read that fails (here: the file cut short under the store) fails its step, and the
+// next use of that expert reads it again once the file is whole, instead of failing for
+// good. Loads the caller had to wait for on its own thread count as waiting too.
+TEST(ExpertStore, AFailedReadIsReadAgainLater) {
+  const std::string original = std::string(SY_SOURCE_DIR) + "/models/tiny-mixtral-f16.gguf";
+  const std::vector<uint8_t> bytes = test::read_bytes(original);
+  test::TempFile copy(".gguf");
+  copy.write(bytes);
+  ModelOptions o;
+  o.expert_cache = "12.5%";  // one slot per layer
+  o.tiered.predictive_prefetch = false;
+  auto m = Model::load(copy.path(), o);
+  TieredExpertStore& st = *m->tiered_experts();
+  std::vector<std::vector<int32_t>> groups;
+
+  // Two experts for one slot: the second loads on the caller's thread, after the first.
+  st.begin_step();
+  st.plan_layer(0, {0, 1}, {1, 1}, groups);
+  ASSERT_EQ(groups.size(), 2u);
+  ASSERT_FALSE(st.acquire(0, 0).empty());
+  st.release(0, 0);
+  const double waited = st.stats().wait_seconds;
+  ASSERT_FALSE(st.acquire(0, 1).empty());
+  st.release(0, 1);
+  EXPECT_GT(st.stats().wait_seconds, waited) << "the synchronous load is a wait too";
+
+  // Only the store reads the file here (by pread); nothing touches the mapping meanwhile.
+  ASSERT_EQ(::truncate(copy.path().c_str(), 1 << 20), 0);
+  st.begin_step();
+  st.plan_layer(3, {7}, {1}, groups);
+  EXPECT_THROW(st.acquire(3, 7), Error);
+  st.release(3, 7);
+  const int64_t loads = st.stats().loads;
+  copy.write(bytes);
+  st.begin_step();
+  st.plan_layer(3, {7}, {1}, groups);
+  EXPECT_FALSE(st.acquire(3, 7).empty());
+  st.release(3, 7);
+  EXPECT_EQ(st.stats().loads, loads + 1);
 }
 
 // A prefetch for a layer never evicts an expert it predicts for that layer: the victim is
@@ -386,7 +443,8 @@ TEST(ExpertStore, PrefetchKeepsThePredictedResidentExperts) {
 // refused.
 TEST(ExpertStore, PinsTheHottestExpertsOfAProfile) {
   const std::string model = std::string(SY_SOURCE_DIR) + "/models/tiny-mixtral-f16.gguf";
-  const Trace profile = test::random_trace(5, 4, 8, 2, 300, 1);  // tiny-mixtral's shape
+  Trace profile = test::random_trace(5, 4, 8, 2, 300, 1);  // tiny-mixtral's shape
+  profile.info.model_name = TraceInfo::from_hparams(Model::load(model)->hparams(), false).model_name;
   test::TempFile file(".sytrace");
   write_trace(file.path(), profile);
   ModelOptions o;
@@ -422,6 +480,23 @@ TEST(ExpertStore, PinsTheHottestExpertsOfAProfile) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--expert-profile trace is for a model with 4 MoE layers of 16 experts"),
               std::string::npos) << e.what();
+  }
+  // Another model of the same shape, or another top-k: its hot experts are not this one's.
+  for (const auto& [name, top_k] : std::vector<std::pair<std::string, int>>{{"another-model", 2}, {profile.info.model_name, 3}}) {
+    Trace foreign = test::random_trace(5, 4, 8, top_k, 300, 1);
+    foreign.info.model_name = name;
+    test::TempFile foreign_file(".sytrace");
+    write_trace(foreign_file.path(), foreign);
+    o.tiered.profile = foreign_file.path();
+    try {
+      Model::load(model, o);
+      ADD_FAILURE() << "a profile of " << name << " top-" << top_k << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--expert-profile trace was recorded with the model '" + name + "' (top-" +
+                                           std::to_string(top_k) + ")"),
+                std::string::npos)
+          << e.what();
+    }
   }
   test::TempFile junk(".sytrace");
   std::ofstream(junk.path()) << "not a trace\n";
