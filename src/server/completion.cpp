@@ -207,8 +207,10 @@ json CompletionRun::take_logprobs(Choice& c) const {
       content.push_back(
           {{"token", piece}, {"logprob", g.logprob}, {"bytes", byte_values(piece)}, {"top_logprobs", alternatives}});
     } else {
+      // The legacy API always lists the chosen token too: up to logprobs + 1 entries.
       json alternatives = json::object();
       for (const auto& [id, lp] : g.top) alternatives.emplace(tok_.token_to_piece(id), lp);
+      alternatives.emplace(piece, g.logprob);
       const bool first_of_prompt = std::isnan(g.logprob);  // nothing before it to score it
       tokens.push_back(piece);
       token_logprobs.push_back(first_of_prompt ? json(nullptr) : json(g.logprob));

@@ -44,6 +44,15 @@ TEST(Cli, LogitsFromPromptAddsBos) {
   const Result r = run("logits -m " + mixtral() + " -p 'Hello world' -o " + out.path());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(test::read_f32_file(out.path()).size(), 3u * 32000);  // <s> Hello world
+  // Special-token text is one token, as generate and tokenize read it, unless --no-special.
+  Result special = run("logits -m " + mixtral() + " -p 'a</s>' --no-bos -o " + out.path());
+  ASSERT_EQ(special.code, 0) << special.out;
+  const size_t n_special = test::read_f32_file(out.path()).size() / 32000;
+  const Result ids = run("tokenize -m " + mixtral() + " -p 'a</s>' --ids --no-bos");
+  EXPECT_EQ(n_special, nlohmann::json::parse(ids.out).size());
+  special = run("logits -m " + mixtral() + " -p 'a</s>' --no-bos --no-special -o " + out.path());
+  ASSERT_EQ(special.code, 0) << special.out;
+  EXPECT_GT(test::read_f32_file(out.path()).size() / 32000, n_special);
 }
 
 TEST(Cli, TokenizeIdsAsJson) {
