@@ -2,6 +2,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -84,7 +85,10 @@ void add_serve(CLI::App& app) {
       "Endpoints: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health, GET "
       "/metrics.");
   a->m.add_to(*c);
-  c->add_option("--host", a->s.host, "Address to listen on (default: loopback only)")->capture_default_str();
+  c->add_option("--host", a->s.host, "Address to listen on (default: loopback only)")
+      ->check(CLI::Validator([](const std::string& h) { return h.empty() ? std::string("must not be empty") : ""; },
+                             "ADDRESS"))
+      ->capture_default_str();
   c->add_option("--port", a->s.port, "TCP port (0: any free port, printed at start)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
@@ -135,7 +139,9 @@ void add_serve(CLI::App& app) {
       ->check(CLI::Range(1, 65536));
   c->add_option("--shutdown-timeout", a->shutdown_timeout,
                 "Seconds running requests get to finish after SIGINT/SIGTERM")
-      ->check(CLI::Range(0.0, 86400.0))
+      ->check(CLI::Range(0.0, 86400.0) &
+              CLI::Validator([](const std::string& v) { return std::isnan(std::stod(v)) ? "must be a number" : ""; },
+                             "", "not NaN"))
       ->capture_default_str();
   c->add_flag("--log-requests", a->s.log_requests, "Log every HTTP request to stderr");
   c->add_option("--trace-experts", a->trace,
@@ -158,18 +164,18 @@ void add_serve(CLI::App& app) {
 
     a->e.n_threads = a->m.n_threads();
     a->e.moe = a->m.moe();
-    // The trace's counts are sized for the most tokens a step carries: --batch-size (the
-    // engine refuses one under --parallel).
-    std::unique_ptr<TraceWriter> trace;
-    if (!a->trace.empty()) {
-      trace = std::make_unique<TraceWriter>(a->trace, TraceInfo::from_hparams(model->hparams(), a->m.gating == "static"),
-                                            a->e.batch_tokens);
-      a->e.routing_observer = trace.get();
-    }
+    std::unique_ptr<TraceWriter> trace;  // declared before the engine, which holds a pointer to it
     a->s.model_id = a->alias.empty() ? std::filesystem::path(a->m.model).stem().string() : a->alias;
     Engine engine(*model, a->e);
     Server server(engine, a->s);
     const int port = server.bind();
+    if (!a->trace.empty()) {
+      // Created once the server can start, so that a failed start leaves an existing file
+      // alone. Its counts are sized for the most tokens a step carries: --batch-size.
+      trace = std::make_unique<TraceWriter>(a->trace, TraceInfo::from_hparams(model->hparams(), a->m.gating == "static"),
+                                            engine.config().batch_tokens);
+      engine.set_routing_observer(trace.get());
+    }
     const EngineConfig& ec = engine.config();
     warn_beyond_training_context("serve", model->hparams(), ec.ctx_size);
     const ChatTemplate& ct = server.chat_template();

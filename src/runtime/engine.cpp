@@ -21,6 +21,23 @@ KvCache make_pool(const Model& m, const EngineConfig& c) {
 
 }  // namespace
 
+void Engine::attach_observers() {
+  if (model_.hparams().n_expert == 0) return;
+  RoutingObserver* observer = &expert_tokens_;
+  if (cfg_.routing_observer) {
+    observers_ = std::make_unique<RoutingObservers>(std::vector<RoutingObserver*>{&expert_tokens_, cfg_.routing_observer});
+    observer = observers_.get();
+  }
+  forward_.set_routing_observer(observer);
+}
+
+void Engine::set_routing_observer(RoutingObserver* observer) {
+  // The engine thread reads it in its steps, which start after a submit() takes mu_.
+  std::lock_guard lock(mu_);
+  cfg_.routing_observer = observer;
+  attach_observers();
+}
+
 EngineConfig resolve_engine_config(const Model& model, EngineConfig c) {
   const HParams& hp = model.hparams();
   if (c.parallel < 1 || c.parallel > 4096)
@@ -28,6 +45,12 @@ EngineConfig resolve_engine_config(const Model& model, EngineConfig c) {
   if (c.block_size < 1 || c.block_size > 4096) throw Error("--kv-block-size must be in 1..4096");
   if (c.ctx_size <= 0) c.ctx_size = std::min<int64_t>(hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096, 4096);
   if (c.ctx_size < 2) throw Error("--ctx-size must be at least 2");
+  // Every running request holds at least one block: blocks longer than a context would let
+  // fewer requests run than --parallel says, without a word.
+  if (c.block_size > c.ctx_size) {
+    throw Error("--kv-block-size " + std::to_string(c.block_size) + " is longer than a context (--ctx-size " +
+                std::to_string(c.ctx_size) + "); give at most the context size (default 16)");
+  }
   const auto bytes_per_pos =
       static_cast<int64_t>(KvCache::position_bytes(model.kv_type(), hp.n_layer, hp.k_dim(), hp.v_dim()));
   if (c.kv_tokens <= 0) {
@@ -61,15 +84,7 @@ Engine::Engine(const Model& model, EngineConfig cfg)
       expert_tokens_(model.hparams().n_layer, model.hparams().n_expert),
       cache_(make_pool(model, cfg_)),
       sched_({cfg_.parallel, cfg_.batch_tokens, -1, cfg_.prefix_reuse}, cache_) {
-  if (model.hparams().n_expert > 0) {
-    RoutingObserver* observer = &expert_tokens_;
-    if (cfg_.routing_observer) {
-      observers_ = std::make_unique<RoutingObservers>(
-          std::vector<RoutingObserver*>{&expert_tokens_, cfg_.routing_observer});
-      observer = observers_.get();
-    }
-    forward_.set_routing_observer(observer);
-  }
+  attach_observers();
   stats_.update([&](EngineStatsData& d) {
     d.kv_blocks_total = cache_.n_blocks();
     d.kv_block_size = cache_.block_size();

@@ -64,6 +64,10 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
+  // Adds an observer of every MoE layer's routing (an expert trace) to the one the engine
+  // keeps for /metrics. Only before the first request is submitted.
+  void set_routing_observer(RoutingObserver* observer);
+
   // Queues all of `reqs` or none. Throws sy::Error for a request that can never run (empty
   // prompt, token id out of range, prompt + max_tokens beyond the context, bad sampling
   // parameters); callers validate first to name the field at fault.
@@ -83,6 +87,7 @@ class Engine {
   const EngineStats& stats() const { return stats_; }
 
  private:
+  void attach_observers();  // expert_tokens_ and cfg_.routing_observer onto the forward pass
   void loop();
   void step();
   void sample_rows();

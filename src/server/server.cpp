@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <cctype>
 #include <cstdio>
 #include <ctime>
 #include <random>
@@ -193,16 +194,35 @@ void Server::routes() {
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
 
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // Answers given here come before httplib reads the request's body, so they close the
+    // connection: a kept-alive one would read that body as the next request (a 401 made
+    // the client's next request on the connection a 400).
+    auto refuse = [&res](int status, const json& body) {
+      send_json(res, status, body);
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    };
+    // httplib holds --max-body against Content-Length only: a chunked body, or a compressed
+    // one, would be read (and unpacked) whole whatever its size.
+    if (req.has_header("Transfer-Encoding")) {
+      return refuse(411, error_json("Send the request body with a Content-Length header: chunked request bodies are "
+                                    "not accepted (--max-body is checked against the length).",
+                                    "invalid_request_error", "", "length_required"));
+    }
+    if (const std::string enc = req.get_header_value("Content-Encoding"); !enc.empty() && enc != "identity") {
+      return refuse(415, error_json("Compressed request bodies (Content-Encoding: " + enc +
+                                        ") are not accepted; send the body uncompressed.",
+                                    "invalid_request_error", "", "unsupported_content_encoding"));
+    }
     // A browser's preflight carries no API key: answered before the key check. Its
     // Access-Control-Allow-Origin comes with every answer's, in the post-routing handler.
     if (cfg_.cors.enabled() && req.method == "OPTIONS") {
       const std::string origin = req.get_header_value("Origin");
       if (cfg_.cors.allow_origin(origin).empty()) {
-        send_json(res, 403,
-                  error_json("Origin '" + origin + "' may not call this server; start it with --cors-origin " +
-                                 (origin.empty() ? std::string("ORIGIN") : origin) + " (or '*') to allow it.",
-                             "invalid_request_error", "", "origin_not_allowed"));
-        return httplib::Server::HandlerResponse::Handled;
+        return refuse(403,
+                      error_json("Origin '" + origin + "' may not call this server; start it with --cors-origin " +
+                                     (origin.empty() ? std::string("ORIGIN") : origin) + " (or '*') to allow it.",
+                                 "invalid_request_error", "", "origin_not_allowed"));
       }
       res.status = 204;
       res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
@@ -216,17 +236,18 @@ void Server::routes() {
     if (cfg_.api_key.empty() || req.path == "/health" || req.path == "/metrics")
       return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
-    const std::string prefix = "Bearer ";
-    if (auth.rfind(prefix, 0) == 0 && equal_const_time(auth.substr(prefix.size()), cfg_.api_key)) {
+    // The scheme's name is case-insensitive (RFC 9110): "bearer KEY" is as good.
+    const size_t n = std::string("Bearer ").size();
+    std::string scheme = auth.substr(0, n);
+    for (char& ch : scheme) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (scheme == "bearer " && equal_const_time(auth.substr(n), cfg_.api_key)) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
-    send_json(res, 401,
-              error_json(auth.empty() ? "You didn't provide an API key. Pass it in the Authorization header: "
-                                        "'Authorization: Bearer KEY'."
-                                      : "Incorrect API key provided.",
-                         "invalid_request_error", "", "invalid_api_key"));
     res.set_header("WWW-Authenticate", "Bearer");
-    return httplib::Server::HandlerResponse::Handled;
+    return refuse(401, error_json(auth.empty() ? "You didn't provide an API key. Pass it in the Authorization header: "
+                                                 "'Authorization: Bearer KEY'."
+                                               : "Incorrect API key provided.",
+                                  "invalid_request_error", "", "invalid_api_key"));
   });
 
   s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -284,8 +305,20 @@ void Server::routes() {
     }
   });
   s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    if (cfg_.log_requests)
-      std::fprintf(stderr, "serve: %s %s %d\n", req.method.c_str(), req.path.c_str(), res.status);
+    if (!cfg_.log_requests) return;
+    // The path arrives percent-decoded: control characters (a "%0A") would forge log lines.
+    std::string path;
+    for (const char ch : req.path) {
+      const auto u = static_cast<unsigned char>(ch);
+      if (u < 0x20 || u == 0x7F) {
+        char esc[8];
+        std::snprintf(esc, sizeof esc, "\\x%02X", u);
+        path += esc;
+      } else {
+        path += ch;
+      }
+    }
+    std::fprintf(stderr, "serve: %s %s %d\n", req.method.c_str(), path.c_str(), res.status);
   });
 
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {

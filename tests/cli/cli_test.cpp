@@ -228,6 +228,17 @@ TEST(Cli, BadInputGivesClearErrors) {
   r = run("loadgen --url http://127.0.0.1:9 --concurrency 1e10");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--concurrency: expected whole numbers from 1 to 4096, got 1e+10"), std::string::npos) << r.out;
+  // serve's flags: NaN passed the range check (and the cast to milliseconds was undefined), an
+  // empty host bound somewhere, blocks longer than a context silently allowed one request.
+  r = run("serve -m " + mixtral() + " --port 0 --shutdown-timeout nan");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--shutdown-timeout"), std::string::npos) << r.out;
+  r = run("serve -m " + mixtral() + " --port 0 --host ''");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--host"), std::string::npos) << r.out;
+  r = run("serve -m " + mixtral() + " --port 0 -c 64 --kv-block-size 128");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--kv-block-size 128 is longer than a context (--ctx-size 64)"), std::string::npos) << r.out;
   r = run("frobnicate");
   EXPECT_NE(r.code, 0);
   // Seeds are whole numbers from 0 (generate's -1 is its random seed); a negative one wrapped.

@@ -995,6 +995,47 @@ TEST(ServerAuth, ApiKeyIsRequiredOnTheApi) {
   EXPECT_EQ(http_post(ep, "/v1/completions", completion_body("Hello", 2, false).dump()).status, 200);
   ep.api_key.clear();
   EXPECT_EQ(http_get(ep, "/health").status, 200);  // health and metrics stay open for probes
+
+  // A 401 comes before the body is read: the connection must not go on, or the next request
+  // on it reads that body as its own start (it got 400 bad_http_request).
+  httplib::Client cli("127.0.0.1", srv.endpoint().port);
+  cli.set_keep_alive(true);
+  auto refused = cli.Post("/v1/completions", completion_body("Hello", 2, false).dump(), "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 401);
+  EXPECT_EQ(refused->get_header_value("Connection"), "close");
+  auto next = cli.Get("/v1/models", {{"Authorization", "Bearer sekret"}});
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->status, 200) << next->body;
+  // The scheme's name is case-insensitive.
+  auto lower = cli.Get("/v1/models", {{"Authorization", "bearer sekret"}});
+  ASSERT_TRUE(lower);
+  EXPECT_EQ(lower->status, 200) << lower->body;
+}
+
+// --max-body is checked against Content-Length: a chunked body, or a compressed one that
+// could unpack to any size, is refused before it is read.
+TEST(ServerBody, ChunkedAndCompressedBodiesAreRefused) {
+  TestServer srv;
+  httplib::Client cli("127.0.0.1", srv.endpoint().port);
+  const std::string body = completion_body("Hello", 2, false).dump();
+  auto chunked = cli.Post(
+      "/v1/completions",
+      [&](size_t offset, httplib::DataSink& sink) {
+        if (offset == 0) sink.write(body.data(), body.size());
+        sink.done();
+        return true;
+      },
+      "application/json");
+  ASSERT_TRUE(chunked);
+  EXPECT_EQ(chunked->status, 411) << chunked->body;
+  EXPECT_EQ(json::parse(chunked->body)["error"]["code"], "length_required");
+  auto gzip = cli.Post("/v1/completions", {{"Content-Encoding", "gzip"}}, "\x1f\x8b not really", "application/json");
+  ASSERT_TRUE(gzip);
+  EXPECT_EQ(gzip->status, 415) << gzip->body;
+  auto plain = cli.Post("/v1/completions", body, "application/json");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->status, 200) << plain->body;
 }
 
 // --cors-origin: a browser's preflight (OPTIONS, no API key) is answered with the methods and

@@ -16,6 +16,7 @@
 #include "experts/trace.h"
 #include "server_fixture.h"
 #include "support/run_cli.h"
+#include "support/shared_data.h"
 
 namespace sy {
 namespace {
@@ -76,6 +77,13 @@ class ServeProcess {
   }
   void signal(int sig) { kill(pid_, sig); }
   const std::string& log() const { return log_; }
+  // What the process wrote after its listening line, read to the end (call once it exited).
+  std::string rest_of_output() {
+    std::string out;
+    char buf[4096];
+    for (ssize_t n; (n = read(out_, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+    return out;
+  }
   // Exit status, or -1 if it did not exit within `seconds`.
   int wait_exit(double seconds) {
     for (int i = 0; i < seconds * 100; ++i) {
@@ -236,6 +244,30 @@ TEST(ServerProcess, TraceExpertsRecordsEveryStepTheServerRan) {
   const test::CliRun a = test::run_command(std::string(SY_CLI_PATH) + " analyze " + path + " --out " +
                                            ::testing::TempDir() + "serve_trace_analysis");
   EXPECT_EQ(a.code, 0) << a.out;
+
+  // A second server that cannot start (the port is taken) leaves an existing file alone:
+  // the trace is created once the server listens.
+  const std::string kept = test::read_text_file(path);
+  ServeProcess busy({"--parallel", "1"});
+  const test::CliRun refused =
+      test::run_command(std::string(SY_CLI_PATH) + " serve -m " + test::tiny_model_path() + " --port " +
+                        std::to_string(busy.endpoint().port) + " --trace-experts " + path);
+  EXPECT_NE(refused.code, 0) << refused.out;
+  EXPECT_EQ(test::read_text_file(path), kept);
+}
+
+// --log-requests prints paths as they arrive, percent-decoded: control characters are
+// escaped, so that a client cannot write lines of its own into the log.
+TEST(ServerProcess, RequestLogEscapesControlCharacters) {
+  {
+    ServeProcess srv({"--log-requests"}, true);
+    EXPECT_EQ(http_get(srv.endpoint(), "/x%0Aserve:%20POST%20/v1/completions%20200").status, 404);
+    srv.signal(SIGTERM);
+    ASSERT_EQ(srv.wait_exit(20), 0);
+    const std::string out = srv.rest_of_output();
+    EXPECT_NE(out.find("serve: GET /x\\x0Aserve: POST /v1/completions 200 404"), std::string::npos) << out;
+    EXPECT_EQ(out.find("\nserve: POST /v1/completions 200"), std::string::npos) << out;
+  }
 }
 
 // Connections that stay open hold an HTTP thread each (idle keep-alive connections of a
