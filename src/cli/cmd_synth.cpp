@@ -78,7 +78,8 @@ void add_synth(CLI::App& app) {
   CLI::Option* used = c->add_option("--experts-used", a->used, "Experts per token (top-k)");
   CLI::Option* embd = c->add_option("--embd", a->embd, "Embedding width");
   CLI::Option* ff = c->add_option("--ff", a->ff, "Expert FFN width (the dense FFN width without experts)");
-  CLI::Option* ff_shared = c->add_option("--ff-shared", a->ff_shared, "Shared expert FFN width (qwen2moe)");
+  CLI::Option* ff_shared = c->add_option(
+      "--ff-shared", a->ff_shared, "Shared expert FFN width (qwen2moe; default: the preset's, else twice --ff)");
   CLI::Option* heads = c->add_option("--heads", a->heads, "Attention heads");
   CLI::Option* heads_kv = c->add_option("--heads-kv", a->heads_kv, "KV heads");
   CLI::Option* ctx = c->add_option("--ctx", a->ctx, "<arch>.context_length");
@@ -127,6 +128,9 @@ void add_synth(CLI::App& app) {
       o.vocab_file = a->vocab;
       set_i64(vocab_size, s.n_vocab, a->vocab_size);
     }
+    // Qwen2-MoE from a preset without a shared expert: twice an expert's width, as Qwen1.5-MoE has
+    // (its shared expert is four 1408-wide experts' width, 5632).
+    if (s.arch == "qwen2moe" && s.n_ff_shexp == 0 && ff_shared->count() == 0) s.n_ff_shexp = 2 * s.n_ff;
     // Settings that the shape chosen has no place for would be written nowhere.
     if (ff_shared->count() > 0 && s.arch != "qwen2moe")
       throw Error("--ff-shared: " + s.arch + " has no shared expert (only qwen2moe does here)");

@@ -270,7 +270,7 @@ void Server::routes() {
     } else if (res.status == 400) {  // httplib could not read the request itself
       send_json(res, 400,
                 error_json("The HTTP request could not be read: check its request line and headers; a POST needs "
-                           "a body with Content-Length (or chunked transfer encoding).",
+                           "a body with a Content-Length header.",
                            "invalid_request_error", "", "bad_http_request"));
     } else {
       send_json(res, res.status,

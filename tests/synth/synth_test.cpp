@@ -478,6 +478,11 @@ TEST(SynthCli, HelpAndErrorsNameTheFlag) {
     EXPECT_NE(r.out.find(flag), std::string::npos) << args << "\n" << r.out;
   }
   EXPECT_FALSE(std::filesystem::exists(f.path()));
+  // The help's second example: Qwen2-MoE from a preset without a shared expert gets one
+  // twice an expert's width.
+  r = run_cli("synth --preset tiny --arch qwen2moe --experts 16 --type q8_0" + o);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(Model::load(f.path())->hparams().n_ff_shexp, 2 * synth_preset("tiny").shape.n_ff);
 }
 
 // `switchyard pack` end to end: the copy is reported, `info` shows its packed types and
