@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <functional>
 #include <ctime>
 #include <random>
 #include <thread>
@@ -75,11 +76,73 @@ std::string allowed_methods(const std::string& path) {
   return "";
 }
 
+// The requests whose body httplib reads before routing them (its expect_content).
+bool httplib_reads_body(const httplib::Request& req) {
+  return req.method == "POST" || req.method == "PUT" || req.method == "PATCH" || req.method == "PRI" ||
+         (req.method == "DELETE" && req.has_header("Content-Length"));
+}
+
 bool equal_const_time(const std::string& a, const std::string& b) {
   unsigned char diff = a.size() == b.size() ? 0 : 1;
   for (size_t i = 0; i < a.size(); ++i)
     diff |= static_cast<unsigned char>(a[i] ^ b[i % (b.empty() ? 1 : b.size())]);
   return diff == 0 && !b.empty();
+}
+
+// The API key check (--api-key); false after answering 401.
+bool authorized(const ServerConfig& cfg, const httplib::Request& req, httplib::Response& res) {
+  if (cfg.api_key.empty() || req.path == "/health" || req.path == "/metrics") return true;
+  const std::string auth = req.get_header_value("Authorization");
+  // The scheme's name is case-insensitive (RFC 9110): "bearer KEY" is as good.
+  const size_t n = std::string("Bearer ").size();
+  std::string scheme = auth.substr(0, n);
+  for (char& ch : scheme) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (scheme == "bearer " && equal_const_time(auth.substr(n), cfg.api_key)) return true;
+  res.set_header("WWW-Authenticate", "Bearer");
+  send_json(res, 401,
+            error_json(auth.empty() ? "You didn't provide an API key. Pass it in the Authorization header: "
+                                      "'Authorization: Bearer KEY'."
+                                    : "Incorrect API key provided.",
+                       "invalid_request_error", "", "invalid_api_key"));
+  return false;
+}
+
+using BodyHandler = std::function<void(const httplib::Request&, httplib::Response&, const std::string& body)>;
+
+// A route that reads its request's body first, within --max-body whatever its transfer or
+// content encoding, then checks the API key, then runs `handler` on the body. httplib holds
+// the limit against Content-Length only: a chunked body, or a gzip one it unpacks, would be
+// read whole whatever its size. And a 401 before the body is read would leave that body to
+// be read as the next request on a kept-alive connection.
+httplib::Server::HandlerWithContentReader read_body_then(const ServerConfig& cfg, BodyHandler handler) {
+  return [&cfg, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res,
+                                               const httplib::ContentReader& read) {
+    std::string body;
+    bool too_large = false;
+    const bool whole = read([&](const char* data, size_t n) {
+      too_large = body.size() + n > cfg.max_body_bytes;
+      if (!too_large) body.append(data, n);
+      return !too_large;
+    });
+    // httplib refuses a Content-Length past the limit itself (status 413) without reading.
+    too_large = too_large || (!whole && res.status == 413);
+    if (!whole && !too_large) {
+      res.set_header("Connection", "close");
+      send_json(res, 400,
+                error_json("The request body could not be read (cut short, or a bad chunked or gzip encoding).",
+                           "invalid_request_error", "", "bad_http_request"));
+      return;
+    }
+    if (too_large) {
+      res.set_header("Connection", "close");  // the rest of the body is not read
+      send_json(res, 413,
+                error_json("The request body is too large: the limit is " + std::to_string(cfg.max_body_bytes) +
+                               " bytes.",
+                           "invalid_request_error", "", "request_too_large"));
+      return;
+    }
+    if (authorized(cfg, req, res)) handler(req, res, body);
+  };
 }
 
 }  // namespace
@@ -194,35 +257,16 @@ void Server::routes() {
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
 
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    // Answers given here come before httplib reads the request's body, so they close the
-    // connection: a kept-alive one would read that body as the next request (a 401 made
-    // the client's next request on the connection a 400).
-    auto refuse = [&res](int status, const json& body) {
-      send_json(res, status, body);
-      res.set_header("Connection", "close");
-      return httplib::Server::HandlerResponse::Handled;
-    };
-    // httplib holds --max-body against Content-Length only: a chunked body, or a compressed
-    // one, would be read (and unpacked) whole whatever its size.
-    if (req.has_header("Transfer-Encoding")) {
-      return refuse(411, error_json("Send the request body with a Content-Length header: chunked request bodies are "
-                                    "not accepted (--max-body is checked against the length).",
-                                    "invalid_request_error", "", "length_required"));
-    }
-    if (const std::string enc = req.get_header_value("Content-Encoding"); !enc.empty() && enc != "identity") {
-      return refuse(415, error_json("Compressed request bodies (Content-Encoding: " + enc +
-                                        ") are not accepted; send the body uncompressed.",
-                                    "invalid_request_error", "", "unsupported_content_encoding"));
-    }
     // A browser's preflight carries no API key: answered before the key check. Its
     // Access-Control-Allow-Origin comes with every answer's, in the post-routing handler.
     if (cfg_.cors.enabled() && req.method == "OPTIONS") {
       const std::string origin = req.get_header_value("Origin");
       if (cfg_.cors.allow_origin(origin).empty()) {
-        return refuse(403,
-                      error_json("Origin '" + origin + "' may not call this server; start it with --cors-origin " +
-                                     (origin.empty() ? std::string("ORIGIN") : origin) + " (or '*') to allow it.",
-                                 "invalid_request_error", "", "origin_not_allowed"));
+        send_json(res, 403,
+                  error_json("Origin '" + origin + "' may not call this server; start it with --cors-origin " +
+                                 (origin.empty() ? std::string("ORIGIN") : origin) + " (or '*') to allow it.",
+                             "invalid_request_error", "", "origin_not_allowed"));
+        return httplib::Server::HandlerResponse::Handled;
       }
       res.status = 204;
       res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
@@ -233,21 +277,10 @@ void Server::routes() {
       res.set_header("Access-Control-Max-Age", "600");
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (cfg_.api_key.empty() || req.path == "/health" || req.path == "/metrics")
-      return httplib::Server::HandlerResponse::Unhandled;
-    const std::string auth = req.get_header_value("Authorization");
-    // The scheme's name is case-insensitive (RFC 9110): "bearer KEY" is as good.
-    const size_t n = std::string("Bearer ").size();
-    std::string scheme = auth.substr(0, n);
-    for (char& ch : scheme) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    if (scheme == "bearer " && equal_const_time(auth.substr(n), cfg_.api_key)) {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    res.set_header("WWW-Authenticate", "Bearer");
-    return refuse(401, error_json(auth.empty() ? "You didn't provide an API key. Pass it in the Authorization header: "
-                                                 "'Authorization: Bearer KEY'."
-                                               : "Incorrect API key provided.",
-                                  "invalid_request_error", "", "invalid_api_key"));
+    // Requests with a body are checked once it is read (read_body_then): an answer now would
+    // leave the body to be read as the next request on a kept-alive connection.
+    if (httplib_reads_body(req) || authorized(cfg_, req, res)) return httplib::Server::HandlerResponse::Unhandled;
+    return httplib::Server::HandlerResponse::Handled;
   });
 
   s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -270,7 +303,7 @@ void Server::routes() {
     } else if (res.status == 400) {  // httplib could not read the request itself
       send_json(res, 400,
                 error_json("The HTTP request could not be read: check its request line and headers; a POST needs "
-                           "a body with a Content-Length header.",
+                           "a body with a Content-Length header or chunked transfer encoding.",
                            "invalid_request_error", "", "bad_http_request"));
     } else {
       send_json(res, res.status,
@@ -361,28 +394,28 @@ void Server::routes() {
 
   // Tokenizer endpoints (server/tokenize_api.h).
   auto tokenizer_endpoint = [this](bool decode) {
-    return [this, decode](const httplib::Request& req, httplib::Response& res) {
+    return read_body_then(cfg_, [this, decode](const httplib::Request&, httplib::Response& res, const std::string& text) {
       const Tokenizer& tok = engine_.model().tokenizer();
       try {
-        const json body = parse_json_body(req.body);
+        const json body = parse_json_body(text);
         send_json(res, 200,
                   decode ? detokenize_response(body, tok, cfg_.model_id)
                          : tokenize_response(body, tok, cfg_.model_id, engine_.config().ctx_size));
       } catch (const ApiError& e) {
         send_error(res, e);
       }
-    };
+    });
   };
   s.Post("/tokenize", tokenizer_endpoint(false));
   s.Post("/detokenize", tokenizer_endpoint(true));
 
   auto completion = [this](Endpoint ep) {
-    return [this, ep](const httplib::Request& req, httplib::Response& res) {
+    return read_body_then(cfg_, [this, ep](const httplib::Request&, httplib::Response& res, const std::string& text) {
       const Tokenizer& tok = engine_.model().tokenizer();
       try {
         if (draining_)
           throw ApiError(503, "The server is shutting down.", "", "server_shutting_down", "server_error");
-        const json body = parse_json_body(req.body);
+        const json body = parse_json_body(text);
         static thread_local std::mt19937_64 seeds{std::random_device{}()};
         ApiContext ctx{
             &tok, &chat_, cfg_.model_id, engine_.config().ctx_size, engine_.config().max_queue, seeds() >> 1};
@@ -428,12 +461,27 @@ void Server::routes() {
       } catch (const ApiError& e) {
         send_error(res, e);
       }
-    };
+    });
   };
   for (const char* prefix : {"/v1", ""}) {
     s.Post(std::string(prefix) + "/completions", completion(Endpoint::Completions));
     s.Post(std::string(prefix) + "/chat/completions", completion(Endpoint::Chat));
   }
+  // Any other path with a body: read it within --max-body too (httplib would read it whole
+  // into the request first), then 404 or 405 as for a request without one.
+  auto elsewhere = read_body_then(cfg_, [](const httplib::Request& req, httplib::Response& res, const std::string&) {
+    const std::string allow = allowed_methods(req.path);
+    if (!allow.empty()) res.set_header("Allow", allow);
+    send_json(res, allow.empty() ? 404 : 405,
+              allow.empty() ? error_json("Invalid URL (" + req.method + " " + req.path + ")", "invalid_request_error",
+                                         "", "unknown_url")
+                            : error_json("Method not allowed: " + req.method + " " + req.path + " (use " + allow +
+                                             ")",
+                                         "invalid_request_error", "", "method_not_allowed"));
+  });
+  s.Post(".*", elsewhere);
+  s.Put(".*", elsewhere);
+  s.Patch(".*", elsewhere);
 }
 
 }  // namespace sy

@@ -114,6 +114,12 @@ TEST(Cli, VersionAndNoCommand) {
   EXPECT_EQ(r.out.rfind("switchyard 0.", 0), 0u) << r.out;
   EXPECT_NE(r.out.find(" (git "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("), kernels "), std::string::npos) << r.out;
+  // SY_ISA caps the kernels, in any case; a value it does not know is said, not ignored.
+  r = test::run_command("SY_ISA=AVX2 " + std::string(SY_CLI_PATH) + " --version");
+  EXPECT_EQ(r.out, test::run_command("SY_ISA=avx2 " + std::string(SY_CLI_PATH) + " --version").out);
+  EXPECT_EQ(r.out.find("avx512"), std::string::npos) << r.out;
+  r = test::run_command("SY_ISA=sse " + std::string(SY_CLI_PATH) + " --version");
+  EXPECT_NE(r.out.find("warning: SY_ISA=sse is not one of scalar, avx2"), std::string::npos) << r.out;
   r = run("");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("Usage: switchyard"), std::string::npos) << r.out;

@@ -1,14 +1,28 @@
+#include <cctype>
+#include <cstdio>
 #include <cstdlib>
-#include <cstring>
+#include <string>
 
 #include "kernels/cpu/dot.h"
 
 namespace sy::cpu {
 namespace {
 
+// SY_ISA caps the kernels (tests and comparisons on a machine with a newer CPU). A value
+// it does not know is said once, rather than silently running the best kernels while a
+// job believes it tests a lower path.
 bool isa_is(const char* name) {
-  const char* isa = std::getenv("SY_ISA");
-  return isa && std::strcmp(isa, name) == 0;
+  static const std::string isa = [] {
+    const char* v = std::getenv("SY_ISA");
+    std::string s = v ? v : "";
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (!s.empty() && s != "scalar" && s != "avx2") {
+      std::fprintf(stderr,
+                   "warning: SY_ISA=%s is not one of scalar, avx2; using the best kernels this CPU has\n", v);
+    }
+    return s;
+  }();
+  return isa == name;
 }
 
 }  // namespace
