@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <thread>
@@ -140,7 +141,7 @@ void add_serve(CLI::App& app) {
   c->add_option("--shutdown-timeout", a->shutdown_timeout,
                 "Seconds running requests get to finish after SIGINT/SIGTERM")
       ->check(CLI::Range(0.0, 86400.0) &
-              CLI::Validator([](const std::string& v) { return std::isnan(std::stod(v)) ? "must be a number" : ""; },
+              CLI::Validator([](const std::string& v) { return std::isnan(std::strtod(v.c_str(), nullptr)) ? "must be a number" : ""; },
                              "", "not NaN"))
       ->capture_default_str();
   c->add_flag("--log-requests", a->s.log_requests, "Log every HTTP request to stderr");

@@ -303,6 +303,7 @@ void TieredExpertStore::plan_layer(int layer, const std::vector<int32_t>& expert
     planned_[u] = 1;
     if (s.state == State::Failed) {  // an earlier read failed (its step failed): read it again
       stats_.misses++;
+      prefetched_[u] = 0;  // a use of this read, not of the prefetch that failed
       start_load(slot_of_[u], Load::Urgent);
       loading.push_back(experts[i]);
       continue;

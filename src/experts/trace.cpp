@@ -498,7 +498,7 @@ void write_trace(const std::string& path, const Trace& trace) {
       const uint32_t* c = trace.step_layer(s, l);
       plan.offset[0] = 0;
       for (int e = 0; e < info.n_expert; ++e) plan.offset[e + 1] = plan.offset[e] + c[e];
-      // A plan whose rows differ from tokens * k reads as padded; give it real rows then.
+      // Every row a real token (a static-gating trace's writer counts rows with a token).
       plan.row_token.assign(plan.n_rows(), 0);
       w.on_routing(info.moe_layers[l], r, plan);
     }

@@ -76,15 +76,17 @@ std::string qwen3_reply(const std::string& content, bool after_last_question, bo
 // System messages folded into the next user turn, for formats without a system role (their
 // templates refuse one). An empty one still brings its separator, as Mistral's template
 // writes it. A system message with no user message after it has nowhere to go: refused,
-// rather than moved in front of the conversation. `keep_later`: system messages after the
-// first user message stay in place (Gemma's template renders those as turns of their own).
+// rather than moved in front of the conversation. `keep_later`: a system message after the
+// first user message, at an odd position, stays in place (Gemma's template renders those as
+// turns of their own; at an even position it refuses the conversation, and this folds).
 std::vector<ChatMessage> fold_system(const std::vector<ChatMessage>& in, const std::string& sep,
                                      const char* format, bool keep_later = false) {
   std::vector<ChatMessage> out;
   std::string system;
   bool pending = false, seen_user = false;
-  for (const auto& m : in) {
-    if (m.role == "system" && !(keep_later && seen_user)) {
+  for (size_t i = 0; i < in.size(); ++i) {
+    const ChatMessage& m = in[i];
+    if (m.role == "system" && !(keep_later && seen_user && i % 2 == 1)) {
       system += (pending ? "\n\n" : "") + m.content;
       pending = true;
       continue;

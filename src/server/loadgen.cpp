@@ -296,11 +296,13 @@ RunReport Loadgen::run(const std::string& label, double rate, int concurrency) {
   int64_t out_tokens = 0, in_tokens = 0;
   // Rates are over the time from the first send to the last completion: an open-loop run's
   // first arrival comes after an exponential gap of its own, which is not the server's time.
-  double first_start = results.empty() ? 0.0 : std::numeric_limits<double>::infinity(), last_end = 0;
+  double first_start = std::numeric_limits<double>::infinity(), last_end = 0;
   for (const auto& r : results) {
+    if (r.end <= 0) continue;  // never sent (an earlier turn of its conversation failed)
     first_start = std::min(first_start, r.start);
     last_end = std::max(last_end, r.start + r.end);
   }
+  if (!std::isfinite(first_start)) first_start = 0;
   for (const auto& r : results) {
     if (!r.ok) {
       rep.failed++;

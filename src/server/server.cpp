@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <ctime>
 #include <random>
 #include <thread>
@@ -38,6 +39,21 @@ void send_json(httplib::Response& res, int status, const json& j) {
 
 void send_error(httplib::Response& res, const ApiError& e) {
   send_json(res, e.status, e.body());
+}
+
+// An answer after which the connection ends: for a request whose body is left unread, which
+// the next request on a kept-alive connection would otherwise start with (httplib 0.11 keeps
+// it open whatever the answer's Connection header says, but drops it when a content provider
+// fails; this one fails once the whole answer is written).
+void send_json_and_close(httplib::Response& res, int status, const json& j) {
+  res.status = status;
+  auto text = std::make_shared<const std::string>(json_text(j));
+  res.set_header("Connection", "close");
+  res.set_content_provider(text->size(), "application/json",
+                           [text](size_t offset, size_t length, httplib::DataSink& sink) {
+                             sink.write(text->data() + offset, length);
+                             return false;
+                           });
 }
 
 // The most HTTP worker threads: `asked` (--http-threads), or by default room for every
@@ -127,18 +143,17 @@ httplib::Server::HandlerWithContentReader read_body_then(const ServerConfig& cfg
     // httplib refuses a Content-Length past the limit itself (status 413) without reading.
     too_large = too_large || (!whole && res.status == 413);
     if (!whole && !too_large) {
-      res.set_header("Connection", "close");
-      send_json(res, 400,
-                error_json("The request body could not be read (cut short, or a bad chunked or gzip encoding).",
-                           "invalid_request_error", "", "bad_http_request"));
+      send_json_and_close(res, 400,
+                          error_json("The request body could not be read (cut short, or a bad chunked or gzip "
+                                     "encoding).",
+                                     "invalid_request_error", "", "bad_http_request"));
       return;
     }
-    if (too_large) {
-      res.set_header("Connection", "close");  // the rest of the body is not read
-      send_json(res, 413,
-                error_json("The request body is too large: the limit is " + std::to_string(cfg.max_body_bytes) +
-                               " bytes.",
-                           "invalid_request_error", "", "request_too_large"));
+    if (too_large) {  // the rest of the body is not read: the connection ends with the answer
+      send_json_and_close(res, 413,
+                          error_json("The request body is too large: the limit is " +
+                                         std::to_string(cfg.max_body_bytes) + " bytes.",
+                                     "invalid_request_error", "", "request_too_large"));
       return;
     }
     if (authorized(cfg, req, res)) handler(req, res, body);
@@ -257,6 +272,23 @@ void Server::routes() {
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
 
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // Bodies httplib would not read, or would read in a way that can desync: refused, and the
+    // connection ends (what follows on it is not a request a client meant): a body on a
+    // method that takes none, both a length and a chunked encoding (a classic way to smuggle
+    // a request past a proxy), an HTTP/2 preface.
+    const bool has_body = req.has_header("Transfer-Encoding") ||
+                          (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
+    const char* refused = req.method == "PRI" ? "HTTP/2 is not served; use HTTP/1.1"
+                          : req.has_header("Transfer-Encoding") && req.has_header("Content-Length")
+                              ? "a request may not give both Content-Length and Transfer-Encoding"
+                          : has_body && !httplib_reads_body(req) ? "this method takes no request body"
+                                                                 : nullptr;
+    if (refused) {
+      send_json_and_close(res, 400,
+                          error_json(std::string("The HTTP request was refused: ") + refused + ".",
+                                     "invalid_request_error", "", "bad_http_request"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
     // A browser's preflight carries no API key: answered before the key check. Its
     // Access-Control-Allow-Origin comes with every answer's, in the post-routing handler.
     if (cfg_.cors.enabled() && req.method == "OPTIONS") {
@@ -284,7 +316,7 @@ void Server::routes() {
   });
 
   s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;  // our own errors already carry an OpenAI body
+    if (!res.body.empty() || res.content_provider_) return;  // our own errors already carry an OpenAI body
     const std::string allow = res.status == 404 ? allowed_methods(req.path) : "";
     if (!allow.empty()) {
       res.set_header("Allow", allow);
@@ -482,6 +514,7 @@ void Server::routes() {
   s.Post(".*", elsewhere);
   s.Put(".*", elsewhere);
   s.Patch(".*", elsewhere);
+  s.Delete(".*", elsewhere);
 }
 
 }  // namespace sy

@@ -191,15 +191,17 @@ TEST(Loadgen, OpenLoopRatesCountFromTheFirstSend) {
 
 // --timeout bounds a whole request, not only the silence between its events.
 TEST(Loadgen, TimeoutBoundsTheWholeRequest) {
-  test::TestServer srv(engine_config(4, 512));
-  LoadgenConfig c = run_config(srv, 2, 3, 3, 400, 400);  // ~0.4 s of tokens each, a few ms apart
+  test::TestServer srv(engine_config(4, 2048));
+  // ~1.5 s of tokens each, a few ms apart: the first comes well within the timeout even in a
+  // sanitizer build, so it is the whole request's length that ends it, not a silence.
+  LoadgenConfig c = run_config(srv, 2, 3, 3, 1500, 1500);
   c.concurrency = {1};
-  c.endpoint.timeout_s = 0.05;
+  c.endpoint.timeout_s = 0.3;
   Loadgen lg(c);
   const auto runs = lg.run_all();
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].failed, 2);
-  EXPECT_NE(runs[0].first_error.find("took longer than --timeout 0.05 s"), std::string::npos) << runs[0].first_error;
+  EXPECT_NE(runs[0].first_error.find("took longer than --timeout 0.3 s"), std::string::npos) << runs[0].first_error;
 }
 
 TEST(Loadgen, RoundsOfBaselineClosedAndOpenLoopAgainstTheServer) {

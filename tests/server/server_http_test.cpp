@@ -1,7 +1,12 @@
 // The real server on a loopback port: exact-text parity with `generate` under concurrency,
 // streaming against non-streaming, OpenAI-style errors, cancellation and overload.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <array>
 #include <atomic>
@@ -1042,6 +1047,67 @@ TEST(ServerBody, ChunkedAndCompressedBodiesAreHeldToTheLimit) {
   ASSERT_TRUE(bomb);
   EXPECT_EQ(bomb->status, 413) << bomb->body;
   EXPECT_EQ(json::parse(bomb->body)["error"]["code"], "request_too_large");
+}
+
+// Sends raw bytes on a fresh connection and returns all the server sends back until it
+// closes the connection ("" if it is still open after 5 s: the test fails on that).
+std::string raw_exchange(int port, const std::string& bytes) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return "connect failed";
+  }
+  (void)!::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  std::string got;
+  char buf[4096];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 5000) <= 0) {
+      got.clear();  // still open
+      break;
+    }
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;  // closed by the server
+    got.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return got;
+}
+
+// Bodies the server does not read to their end end the connection with their answer, so
+// that no part of them is taken for a next request (a desync a shared proxy connection
+// would carry to other clients): a chunked body past --max-body, a body on a GET, both a
+// length and a chunked encoding.
+TEST(ServerBody, UnreadBodiesEndTheConnection) {
+  ServerConfig sc;
+  sc.max_body_bytes = 1024;
+  TestServer srv({}, sc);
+  const int port = srv.endpoint().port;
+  const std::string big(2000, 'x');
+  char size[16];
+  std::snprintf(size, sizeof size, "%zx", big.size());
+  const std::string next = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string over = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                           "Transfer-Encoding: chunked\r\n\r\n" + std::string(size) + "\r\n" + big +
+                           "\r\n0\r\n\r\n" + next;
+  std::string got = raw_exchange(port, over);
+  EXPECT_EQ(got.rfind("HTTP/1.1 413", 0), 0u) << got;
+  EXPECT_EQ(got.find("HTTP/1.1 200"), std::string::npos) << "the request after the body was served: " << got;
+  const std::string get_body = "GET /v1/models HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                               "5\r\nhello\r\n0\r\n\r\n" + next;
+  got = raw_exchange(port, get_body);
+  EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got;
+  EXPECT_NE(got.find("this method takes no request body"), std::string::npos) << got;
+  EXPECT_EQ(got.find("HTTP/1.1 200"), std::string::npos) << got;
+  const std::string both = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+                           "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n" + next;
+  got = raw_exchange(port, both);
+  EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got;
+  EXPECT_EQ(got.find("HTTP/1.1 200"), std::string::npos) << got;
 }
 
 // --cors-origin: a browser's preflight (OPTIONS, no API key) is answered with the methods and
