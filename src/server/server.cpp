@@ -44,7 +44,8 @@ void send_error(httplib::Response& res, const ApiError& e) {
 // An answer after which the connection ends: for a request whose body is left unread, which
 // the next request on a kept-alive connection would otherwise start with (httplib 0.11 keeps
 // it open whatever the answer's Connection header says, but drops it when a content provider
-// fails; this one fails once the whole answer is written).
+// fails; this one fails once the whole answer is written). Not for HEAD, whose answer has no
+// body for the provider to write: httplib gives no way to end that connection.
 void send_json_and_close(httplib::Response& res, int status, const json& j) {
   res.status = status;
   auto text = std::make_shared<const std::string>(json_text(j));
@@ -133,6 +134,15 @@ using BodyHandler = std::function<void(const httplib::Request&, httplib::Respons
 httplib::Server::HandlerWithContentReader read_body_then(const ServerConfig& cfg, BodyHandler handler) {
   return [&cfg, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res,
                                                const httplib::ContentReader& read) {
+    // httplib's plain reader throws on a multipart body (it feeds the form parser null
+    // callbacks); no route here takes one.
+    if (req.is_multipart_form_data()) {
+      send_json_and_close(res, 415,
+                          error_json("multipart/form-data bodies are not accepted (no file or audio endpoints "
+                                     "here); send JSON.",
+                                     "invalid_request_error", "", "unsupported_media_type"));
+      return;
+    }
     std::string body;
     bool too_large = false;
     const bool whole = read([&](const char* data, size_t n) {
@@ -140,8 +150,15 @@ httplib::Server::HandlerWithContentReader read_body_then(const ServerConfig& cfg
       if (!too_large) body.append(data, n);
       return !too_large;
     });
-    // httplib refuses a Content-Length past the limit itself (status 413) without reading.
-    too_large = too_large || (!whole && res.status == 413);
+    // A Content-Length past the limit: httplib reads and drops the body itself and sets 413,
+    // so the connection is in step and may stay open.
+    if (!whole && !too_large && res.status == 413) {
+      send_json(res, 413,
+                error_json("The request body is too large: the limit is " + std::to_string(cfg.max_body_bytes) +
+                               " bytes.",
+                           "invalid_request_error", "", "request_too_large"));
+      return;
+    }
     if (!whole && !too_large) {
       send_json_and_close(res, 400,
                           error_json("The request body could not be read (cut short, or a bad chunked or gzip "
@@ -332,8 +349,8 @@ void Server::routes() {
                 error_json("The request body is too large: the limit is " +
                                std::to_string(cfg_.max_body_bytes) + " bytes.",
                            "invalid_request_error", "", "request_too_large"));
-    } else if (res.status == 400) {  // httplib could not read the request itself
-      send_json(res, 400,
+    } else if (res.status == 400) {  // httplib could not read the request: what follows on it is no request
+      send_json_and_close(res, 400,
                 error_json("The HTTP request could not be read: check its request line and headers; a POST needs "
                            "a body with a Content-Length header or chunked transfer encoding.",
                            "invalid_request_error", "", "bad_http_request"));
@@ -352,7 +369,8 @@ void Server::routes() {
       msg = e.what();
     } catch (...) {
     }
-    send_json(res, 500, error_json(msg, "server_error", "", ""));
+    // Thrown anywhere, maybe with a body half read: the connection ends with the answer.
+    send_json_and_close(res, 500, error_json(msg, "server_error", "", ""));
   });
 
   // Counted before the response is written (the logger runs after the client already has it,

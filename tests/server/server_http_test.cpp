@@ -1103,6 +1103,16 @@ TEST(ServerBody, UnreadBodiesEndTheConnection) {
   EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got;
   EXPECT_NE(got.find("this method takes no request body"), std::string::npos) << got;
   EXPECT_EQ(got.find("HTTP/1.1 200"), std::string::npos) << got;
+  // A multipart body (an SDK's file upload): refused whole; httplib's reader threw on it.
+  const std::string part = "--b\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nRIFF\r\n--b--\r\n";
+  got = raw_exchange(port, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\n"
+                           "Content-Length: " + std::to_string(part.size()) + "\r\n\r\n" + part + next);
+  EXPECT_EQ(got.rfind("HTTP/1.1 415", 0), 0u) << got;
+  EXPECT_EQ(got.find("HTTP/1.1 200"), std::string::npos) << got;
+  // A request line httplib cannot parse: what follows is not taken for a request either.
+  got = raw_exchange(port, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + next);
+  EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got;
+  EXPECT_EQ(got.find("HTTP/1.1 200"), std::string::npos) << got;
   const std::string both = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
                            "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n" + next;
   got = raw_exchange(port, both);
