@@ -93,6 +93,26 @@ std::string allowed_methods(const std::string& path) {
   return "";
 }
 
+json too_large_error(size_t limit) {
+  return error_json("The request body is too large: the limit is " + std::to_string(limit) + " bytes.",
+                    "invalid_request_error", "", "request_too_large");
+}
+
+// 404 for a path no route has, 405 (with Allow) for a known path asked with another method.
+void send_no_route(const httplib::Request& req, httplib::Response& res) {
+  const std::string allow = allowed_methods(req.path);
+  if (allow.empty()) {
+    send_json(res, 404,
+              error_json("Invalid URL (" + req.method + " " + req.path + ")", "invalid_request_error", "",
+                         "unknown_url"));
+    return;
+  }
+  res.set_header("Allow", allow);
+  send_json(res, 405,
+            error_json("Method not allowed: " + req.method + " " + req.path + " (use " + allow + ")",
+                       "invalid_request_error", "", "method_not_allowed"));
+}
+
 // The requests whose body httplib reads before routing them (its expect_content).
 bool httplib_reads_body(const httplib::Request& req) {
   return req.method == "POST" || req.method == "PUT" || req.method == "PATCH" || req.method == "PRI" ||
@@ -153,10 +173,7 @@ httplib::Server::HandlerWithContentReader read_body_then(const ServerConfig& cfg
     // A Content-Length past the limit: httplib reads and drops the body itself and sets 413,
     // so the connection is in step and may stay open.
     if (!whole && !too_large && res.status == 413) {
-      send_json(res, 413,
-                error_json("The request body is too large: the limit is " + std::to_string(cfg.max_body_bytes) +
-                               " bytes.",
-                           "invalid_request_error", "", "request_too_large"));
+      send_json(res, 413, too_large_error(cfg.max_body_bytes));
       return;
     }
     if (!whole && !too_large) {
@@ -167,10 +184,7 @@ httplib::Server::HandlerWithContentReader read_body_then(const ServerConfig& cfg
       return;
     }
     if (too_large) {  // the rest of the body is not read: the connection ends with the answer
-      send_json_and_close(res, 413,
-                          error_json("The request body is too large: the limit is " +
-                                         std::to_string(cfg.max_body_bytes) + " bytes.",
-                                     "invalid_request_error", "", "request_too_large"));
+      send_json_and_close(res, 413, too_large_error(cfg.max_body_bytes));
       return;
     }
     if (authorized(cfg, req, res)) handler(req, res, body);
@@ -334,21 +348,10 @@ void Server::routes() {
 
   s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty() || res.content_provider_) return;  // our own errors already carry an OpenAI body
-    const std::string allow = res.status == 404 ? allowed_methods(req.path) : "";
-    if (!allow.empty()) {
-      res.set_header("Allow", allow);
-      send_json(res, 405,
-                error_json("Method not allowed: " + req.method + " " + req.path + " (use " + allow + ")",
-                           "invalid_request_error", "", "method_not_allowed"));
-    } else if (res.status == 404) {
-      send_json(res, 404,
-                error_json("Invalid URL (" + req.method + " " + req.path + ")", "invalid_request_error", "",
-                           "unknown_url"));
+    if (res.status == 404) {
+      send_no_route(req, res);
     } else if (res.status == 413) {
-      send_json(res, 413,
-                error_json("The request body is too large: the limit is " +
-                               std::to_string(cfg_.max_body_bytes) + " bytes.",
-                           "invalid_request_error", "", "request_too_large"));
+      send_json(res, 413, too_large_error(cfg_.max_body_bytes));
     } else if (res.status == 400) {  // httplib could not read the request: what follows on it is no request
       send_json_and_close(res, 400,
                 error_json("The HTTP request could not be read: check its request line and headers; a POST needs "
@@ -520,14 +523,7 @@ void Server::routes() {
   // Any other path with a body: read it within --max-body too (httplib would read it whole
   // into the request first), then 404 or 405 as for a request without one.
   auto elsewhere = read_body_then(cfg_, [](const httplib::Request& req, httplib::Response& res, const std::string&) {
-    const std::string allow = allowed_methods(req.path);
-    if (!allow.empty()) res.set_header("Allow", allow);
-    send_json(res, allow.empty() ? 404 : 405,
-              allow.empty() ? error_json("Invalid URL (" + req.method + " " + req.path + ")", "invalid_request_error",
-                                         "", "unknown_url")
-                            : error_json("Method not allowed: " + req.method + " " + req.path + " (use " + allow +
-                                             ")",
-                                         "invalid_request_error", "", "method_not_allowed"));
+    send_no_route(req, res);
   });
   s.Post(".*", elsewhere);
   s.Put(".*", elsewhere);
