@@ -1,11 +1,21 @@
 #include "parallel/in_process_group.h"
 
 #include <cstring>
+#include <exception>
 #include <string>
+#include <thread>
 
 #include "base/error.h"
 
 namespace sy {
+namespace {
+
+// What a rank gets when another rank aborted the group.
+struct CollectiveAborted : Error {
+  explicit CollectiveAborted(const std::string& why) : Error("collective aborted: " + why) {}
+};
+
+}  // namespace
 
 class InProcessGroup::Rank : public Communicator {
  public:
@@ -17,15 +27,13 @@ class InProcessGroup::Rank : public Communicator {
     post({send, recv, nullptr});
     for (int q = 0; q < size(); ++q)
       std::memcpy(static_cast<uint8_t*>(recv) + q * bytes, g_.posts_[q].send, bytes);
-    g_.sync_.arrive_and_wait();
+    g_.arrive_and_wait();
   }
 
   void all_to_all_v(const void* send, const std::vector<int64_t>& send_counts, void* recv,
                     const std::vector<int64_t>& recv_counts, size_t item_bytes) override {
-    if (static_cast<int>(send_counts.size()) != size() || static_cast<int>(recv_counts.size()) != size()) {
-      throw Error("all_to_all_v: needs one send and one receive count per rank (" + std::to_string(size()) +
-                  ")");
-    }
+    if (static_cast<int>(send_counts.size()) != size() || static_cast<int>(recv_counts.size()) != size())
+      fail("all_to_all_v: needs one send and one receive count per rank (" + std::to_string(size()) + ")");
     post({send, recv, &send_counts});
     auto* out = static_cast<uint8_t*>(recv);
     for (int q = 0; q < size(); ++q) {
@@ -34,7 +42,7 @@ class InProcessGroup::Rank : public Communicator {
       int64_t skip = 0;
       for (int i = 0; i < r_; ++i) skip += qc[i];
       if (qc[r_] != recv_counts[q]) {
-        throw Error("all_to_all_v: rank " + std::to_string(q) + " sends " + std::to_string(qc[r_]) +
+        fail("all_to_all_v: rank " + std::to_string(q) + " sends " + std::to_string(qc[r_]) +
                     " items to rank " + std::to_string(r_) + ", which expects " +
                     std::to_string(recv_counts[q]));
       }
@@ -42,7 +50,7 @@ class InProcessGroup::Rank : public Communicator {
       std::memcpy(out, static_cast<const uint8_t*>(g_.posts_[q].send) + skip * item_bytes, n);
       out += n;
     }
-    g_.sync_.arrive_and_wait();
+    g_.arrive_and_wait();
   }
 
   void all_reduce_sum(float* data, int64_t n) override {
@@ -55,26 +63,32 @@ class InProcessGroup::Rank : public Communicator {
       const auto* v = static_cast<const float*>(g_.posts_[q].recv);
       for (int64_t i = lo; i < hi; ++i) scratch_[i - lo] += v[i];
     }
-    g_.sync_.arrive_and_wait();  // everyone has read the inputs
+    g_.arrive_and_wait();  // everyone has read the inputs
     for (int q = 0; q < size(); ++q)
       std::memcpy(static_cast<float*>(g_.posts_[q].recv) + lo, scratch_.data(), (hi - lo) * sizeof(float));
-    g_.sync_.arrive_and_wait();
+    g_.arrive_and_wait();
   }
 
   void broadcast(void* data, size_t bytes, int root) override {
-    if (root < 0 || root >= size())
-      throw Error("broadcast: root " + std::to_string(root) + " does not exist");
+    if (root < 0 || root >= size()) fail("broadcast: root " + std::to_string(root) + " does not exist");
     post({data, data, nullptr});
     if (r_ != root) std::memcpy(data, g_.posts_[root].send, bytes);
-    g_.sync_.arrive_and_wait();
+    g_.arrive_and_wait();
   }
 
-  void barrier() override { g_.sync_.arrive_and_wait(); }
+  void barrier() override { g_.arrive_and_wait(); }
 
  private:
+  // A rank that finds an error aborts the group first, so the others do not wait for it.
+  [[noreturn]] void fail(const std::string& what) {
+    const std::string msg = "rank " + std::to_string(r_) + ": " + what;
+    g_.abort(msg);
+    throw Error(msg);
+  }
+
   void post(const Post& p) {
     g_.posts_[r_] = p;
-    g_.sync_.arrive_and_wait();  // every rank's post is visible
+    g_.arrive_and_wait();  // every rank's post is visible
   }
 
   InProcessGroup& g_;
@@ -82,8 +96,7 @@ class InProcessGroup::Rank : public Communicator {
   std::vector<float> scratch_;
 };
 
-InProcessGroup::InProcessGroup(int n_ranks)
-    : posts_(n_ranks > 0 ? n_ranks : 0), sync_(n_ranks > 0 ? n_ranks : 1) {
+InProcessGroup::InProcessGroup(int n_ranks) : posts_(n_ranks > 0 ? n_ranks : 0) {
   if (n_ranks < 1) throw Error("InProcessGroup: needs at least one rank");
   for (int r = 0; r < n_ranks; ++r) ranks_.push_back(std::make_unique<Rank>(*this, r));
 }
@@ -92,6 +105,60 @@ InProcessGroup::~InProcessGroup() = default;
 
 Communicator& InProcessGroup::rank(int r) {
   return *ranks_.at(static_cast<size_t>(r));
+}
+
+void InProcessGroup::arrive_and_wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!aborted_.empty()) throw CollectiveAborted(aborted_);
+  const uint64_t gen = generation_;
+  if (++arrived_ == size()) {
+    arrived_ = 0;
+    ++generation_;
+    cv_.notify_all();
+    return;
+  }
+  cv_.wait(lock, [&] { return generation_ != gen || !aborted_.empty(); });
+  if (generation_ == gen) throw CollectiveAborted(aborted_);
+}
+
+void InProcessGroup::abort(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_.empty()) aborted_ = why.empty() ? "aborted" : why;
+  }
+  cv_.notify_all();
+}
+
+void InProcessGroup::run(const std::function<void(Communicator&)>& body) {
+  std::vector<std::exception_ptr> errors(ranks_.size());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size(); ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        body(rank(r));
+      } catch (const std::exception& e) {
+        errors[r] = std::current_exception();
+        abort("rank " + std::to_string(r) + " failed: " + e.what());
+      } catch (...) {
+        errors[r] = std::current_exception();
+        abort("rank " + std::to_string(r) + " failed");
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  // The rank that failed is the one to report, not the ranks its abort woke.
+  std::exception_ptr first;
+  for (const auto& e : errors) {
+    if (!e) continue;
+    try {
+      std::rethrow_exception(e);
+    } catch (const CollectiveAborted&) {
+      if (!first) first = e;
+    } catch (...) {
+      std::rethrow_exception(e);
+    }
+  }
+  if (first) std::rethrow_exception(first);
 }
 
 }  // namespace sy

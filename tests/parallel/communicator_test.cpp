@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
-#include <thread>
 #include <vector>
 
 #include "base/error.h"
@@ -14,14 +13,6 @@
 
 namespace sy {
 namespace {
-
-// Runs body(rank communicator) on one thread per rank.
-template <class F>
-void on_ranks(InProcessGroup& g, F body) {
-  std::vector<std::thread> ts;
-  for (int r = 0; r < g.size(); ++r) ts.emplace_back([&, r] { body(g.rank(r)); });
-  for (auto& t : ts) t.join();
-}
 
 TEST(Communicator, LocalIsOneRank) {
   LocalCommunicator c;
@@ -40,7 +31,7 @@ TEST(Communicator, LocalIsOneRank) {
 TEST(Communicator, InProcessAllToAllV) {
   InProcessGroup g(3);
   std::vector<std::vector<int32_t>> got(3);
-  on_ranks(g, [&](Communicator& c) {
+  g.run([&](Communicator& c) {
     const int r = c.rank();
     std::vector<int32_t> send;
     std::vector<int64_t> sc, rc;
@@ -64,7 +55,7 @@ TEST(Communicator, InProcessAllToAllV) {
 TEST(Communicator, InProcessReduceGatherBroadcast) {
   InProcessGroup g(4);
   std::vector<std::vector<float>> sums(4), gathered(4), bcast(4);
-  on_ranks(g, [&](Communicator& c) {
+  g.run([&](Communicator& c) {
     const int r = c.rank();
     std::vector<float> v(7);
     for (int i = 0; i < 7; ++i) v[i] = static_cast<float>(r * 10 + i);
@@ -84,6 +75,48 @@ TEST(Communicator, InProcessReduceGatherBroadcast) {
     EXPECT_EQ(gathered[r], (std::vector<float>{0, 0, 1, -1, 2, -2, 3, -3}));
     EXPECT_EQ(bcast[r], (std::vector<float>{2, 0.5f}));
   }
+}
+
+// One rank's error ends the collective for every rank (an MPI job aborts): the others do
+// not wait for the failed rank, and the error that reaches the caller is the failed
+// rank's own, not the abort the others saw.
+TEST(Communicator, InProcessErrorAbortsEveryRank) {
+  InProcessGroup g(3);
+  std::vector<int> woke(3, 0);
+  try {
+    g.run([&](Communicator& c) {
+      const int r = c.rank();
+      std::vector<int32_t> send(3, r), recv(3);
+      // Rank 1 expects two items from rank 0, which sends it one.
+      std::vector<int64_t> rc = {r == 1 ? 2 : 1, 1, 1};
+      try {
+        c.all_to_all_v(send.data(), {1, 1, 1}, recv.data(), rc, sizeof(int32_t));
+      } catch (const Error&) {
+        woke[r] = 1;
+        throw;
+      }
+      c.barrier();
+    });
+    FAIL() << "a rank's error must reach the caller";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1: all_to_all_v: rank 0 sends 1 items to rank 1, which expects 2"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(woke, (std::vector<int>{1, 1, 1}));
+  // The group stays aborted: a later collective throws at once instead of waiting.
+  EXPECT_THROW(g.rank(0).barrier(), Error);
+}
+
+// A rank that fails outside any collective (its model threw) must not leave the others
+// waiting in their next one.
+TEST(Communicator, InProcessRankThatDiesAbortsTheOthers) {
+  InProcessGroup g(2);
+  EXPECT_THROW(g.run([&](Communicator& c) {
+    if (c.rank() == 0) throw std::runtime_error("rank 0 could not load its model");
+    c.barrier();
+  }),
+               std::runtime_error);
 }
 
 // Contiguous expert ranges: 16 experts over 3 ranks -> [0,5) [5,10) [10,16); more ranks

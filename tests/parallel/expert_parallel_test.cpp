@@ -5,7 +5,6 @@
 // arithmetic is the same whichever rank computes it, so the comparison is exact.
 #include <gtest/gtest.h>
 
-#include <thread>
 #include <vector>
 
 #include "model/model.h"
@@ -30,20 +29,17 @@ void check_expert_parallel(const std::string& model, int ranks,
   InProcessGroup g(ranks);
   std::vector<std::vector<float>> got(ranks);
   std::vector<int64_t> computed(ranks, 0);
-  std::vector<std::thread> ts;
-  for (int r = 0; r < ranks; ++r) {
-    ts.emplace_back([&, r] {
-      ThreadPool pool(1);
-      MoeOptions opt;
-      opt.comm = &g.rank(r);
-      Session s(*m, pool, 64, opt);
-      s.eval(prompts[r], true);
-      const int64_t nv = m->hparams().n_vocab;
-      got[r].assign(s.logits(0), s.logits(0) + prompts[r].size() * nv);
-      for (const auto& st : s.forward().moe_stats()) computed[r] += st.rows_computed;
-    });
-  }
-  for (auto& t : ts) t.join();
+  g.run([&](Communicator& comm) {
+    const int r = comm.rank();
+    ThreadPool pool(1);
+    MoeOptions opt;
+    opt.comm = &comm;
+    Session s(*m, pool, 64, opt);
+    s.eval(prompts[r], true);
+    const int64_t nv = m->hparams().n_vocab;
+    got[r].assign(s.logits(0), s.logits(0) + prompts[r].size() * nv);
+    for (const auto& st : s.forward().moe_stats()) computed[r] += st.rows_computed;
+  });
   int64_t rows = 0, want_rows = 0;
   for (int r = 0; r < ranks; ++r) {
     EXPECT_EQ(got[r], alone(*m, prompts[r])) << model << ": rank " << r << " of " << ranks;
