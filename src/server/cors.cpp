@@ -3,16 +3,11 @@
 #include <algorithm>
 #include <cctype>
 
+#include "base/ascii.h"
 #include "base/error.h"
 
 namespace sy {
 namespace {
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
 
 // An origin as browsers send it: http or https, "://", a host, an optional port, nothing after.
 bool is_origin(const std::string& o) {
@@ -39,8 +34,8 @@ CorsPolicy::CorsPolicy(const std::vector<std::string>& origins) {
   for (const std::string& o : origins) {
     if (o == "*") {
       any_ = true;
-    } else if (is_origin(lower(o))) {
-      origins_.push_back(lower(o));
+    } else if (is_origin(ascii_lower(o))) {
+      origins_.push_back(ascii_lower(o));
     } else {
       throw Error("--cors-origin: '" + o +
                   "' is not an origin; give '*' or scheme://host[:port] as the browser sends it, for example "
@@ -52,7 +47,7 @@ CorsPolicy::CorsPolicy(const std::vector<std::string>& origins) {
 std::string CorsPolicy::allow_origin(const std::string& origin) const {
   if (origin.empty()) return "";
   if (any_) return "*";
-  return std::find(origins_.begin(), origins_.end(), lower(origin)) != origins_.end() ? origin : "";
+  return std::find(origins_.begin(), origins_.end(), ascii_lower(origin)) != origins_.end() ? origin : "";
 }
 
 }  // namespace sy

@@ -2,7 +2,6 @@
 
 #include <httplib.h>
 
-#include <cctype>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -10,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "base/ascii.h"
 #include "base/error.h"
 #include "base/json_text.h"
 #include "server/completion.h"
@@ -132,9 +132,7 @@ bool authorized(const ServerConfig& cfg, const httplib::Request& req, httplib::R
   const std::string auth = req.get_header_value("Authorization");
   // The scheme's name is case-insensitive (RFC 9110): "bearer KEY" is as good.
   const size_t n = std::string("Bearer ").size();
-  std::string scheme = auth.substr(0, n);
-  for (char& ch : scheme) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  if (scheme == "bearer " && equal_const_time(auth.substr(n), cfg.api_key)) return true;
+  if (ascii_lower(auth.substr(0, n)) == "bearer " && equal_const_time(auth.substr(n), cfg.api_key)) return true;
   res.set_header("WWW-Authenticate", "Bearer");
   send_json(res, 401,
             error_json(auth.empty() ? "You didn't provide an API key. Pass it in the Authorization header: "
@@ -320,6 +318,20 @@ void Server::routes() {
                                      "invalid_request_error", "", "bad_http_request"));
       return httplib::Server::HandlerResponse::Handled;
     }
+    // httplib decodes gzip, deflate and br bodies (these exact names); any other encoding
+    // it would read as plain bytes, to fail as JSON with a misleading message. Refused
+    // before the body is read, with the connection.
+    const std::string encoding = req.get_header_value("Content-Encoding");
+    const bool decoded = encoding.empty() || encoding == "gzip" || encoding == "deflate" || encoding == "br" ||
+                         ascii_iequals(encoding, "identity");
+    if (has_body && !decoded) {
+      send_json_and_close(res, 415,
+                          error_json("Content-Encoding '" + escape_controls(encoding) +
+                                         "' is not supported: send the body as it is, or as one of gzip, "
+                                         "deflate, br.",
+                                     "invalid_request_error", "", "unsupported_content_encoding"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
     // A browser's preflight carries no API key: answered before the key check. Its
     // Access-Control-Allow-Origin comes with every answer's, in the post-routing handler.
     if (cfg_.cors.enabled() && req.method == "OPTIONS") {
@@ -393,18 +405,7 @@ void Server::routes() {
   s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     if (!cfg_.log_requests) return;
     // The path arrives percent-decoded: control characters (a "%0A") would forge log lines.
-    std::string path;
-    for (const char ch : req.path) {
-      const auto u = static_cast<unsigned char>(ch);
-      if (u < 0x20 || u == 0x7F) {
-        char esc[8];
-        std::snprintf(esc, sizeof esc, "\\x%02X", u);
-        path += esc;
-      } else {
-        path += ch;
-      }
-    }
-    std::fprintf(stderr, "serve: %s %s %d\n", req.method.c_str(), path.c_str(), res.status);
+    std::fprintf(stderr, "serve: %s %s %d\n", req.method.c_str(), escape_controls(req.path).c_str(), res.status);
   });
 
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {

@@ -1,9 +1,9 @@
 #include "tokenizer/vocab.h"
 
 #include <algorithm>
-#include <cctype>
 #include <initializer_list>
 
+#include "base/ascii.h"
 #include "base/error.h"
 #include "formats/gguf_reader.h"
 
@@ -187,9 +187,7 @@ void build_special_cache(Vocab& v) {
 
 // Per-model strip attributes llama.cpp sets by name (they are not in the GGUF).
 void apply_named_attrs(const GgufFile& f, Vocab& v) {
-  std::string name = f.get_string("general.name", "");
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string name = ascii_lower(f.get_string("general.name", ""));
   auto set = [&](const char* text, uint32_t a, bool on) {
     const int32_t id = v.find(text);
     if (id >= 0) v.attr[id] = on ? (v.attr[id] | a) : (v.attr[id] & ~a);

@@ -1081,7 +1081,7 @@ std::string raw_exchange(int port, const std::string& bytes) {
 // Bodies the server does not read to their end end the connection with their answer, so
 // that no part of them is taken for a next request (a desync a shared proxy connection
 // would carry to other clients): a chunked body past --max-body, a body on a GET, both a
-// length and a chunked encoding.
+// length and a chunked encoding, a content encoding that is not decoded.
 TEST(ServerBody, UnreadBodiesEndTheConnection) {
   ServerConfig sc;
   sc.max_body_bytes = 1024;
@@ -1112,6 +1112,14 @@ TEST(ServerBody, UnreadBodiesEndTheConnection) {
   // A request line httplib cannot parse: what follows is not taken for a request either.
   got = raw_exchange(port, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + next);
   EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got;
+  EXPECT_EQ(got.find("HTTP/1.1 200"), std::string::npos) << got;
+  // An encoding httplib does not decode: its bytes are not read as JSON.
+  const std::string zstd_body = "(\xB5/\xFD";
+  got = raw_exchange(port, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                           "Content-Encoding: zstd\r\nContent-Length: " + std::to_string(zstd_body.size()) +
+                           "\r\n\r\n" + zstd_body + next);
+  EXPECT_EQ(got.rfind("HTTP/1.1 415", 0), 0u) << got;
+  EXPECT_NE(got.find("Content-Encoding 'zstd' is not supported"), std::string::npos) << got;
   EXPECT_EQ(got.find("HTTP/1.1 200"), std::string::npos) << got;
   const std::string both = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
                            "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n" + next;

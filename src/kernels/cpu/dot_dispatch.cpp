@@ -1,8 +1,8 @@
-#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "base/ascii.h"
 #include "kernels/cpu/dot.h"
 
 namespace sy::cpu {
@@ -14,8 +14,7 @@ namespace {
 bool isa_is(const char* name) {
   static const std::string isa = [] {
     const char* v = std::getenv("SY_ISA");
-    std::string s = v ? v : "";
-    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const std::string s = ascii_lower(v ? v : "");
     if (!s.empty() && s != "scalar" && s != "avx2") {
       std::fprintf(stderr,
                    "warning: SY_ISA=%s is not one of scalar, avx2; using the best kernels this CPU has\n", v);
