@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "base/error.h"
+#include "base/mix64.h"
 #include "base/thread_pool.h"
 #include "formats/gguf_writer.h"
 #include "kernels/cpu/quantize.h"
@@ -23,13 +24,6 @@ constexpr double kTailSlope = 1.6;
 constexpr int64_t kMaxDim = int64_t{1} << 30;
 
 // ---- deterministic counter-based random numbers --------------------------------------
-
-// splitmix64's finalizer: a bijective 64-bit mix.
-inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 // Approximately N(0, 1): the sum of four 16-bit uniforms from one hash of (key, i), centred
 // and scaled (Irwin-Hall, n = 4). Integer arithmetic only, so the same on every machine.

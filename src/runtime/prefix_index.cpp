@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/mix64.h"
+
 namespace sy {
 
 PrefixIndex::PrefixIndex(KvCache& cache)
@@ -12,12 +14,7 @@ PrefixIndex::PrefixIndex(KvCache& cache)
 uint64_t PrefixIndex::key(uint64_t parent, const int32_t* tokens) const {
   // splitmix64 steps over the parent's serial and the tokens: cheap, and well mixed
   // enough that distinct keys almost never meet (holds() rules out a false match).
-  auto mix = [](uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-  };
+  auto mix = [](uint64_t x) { return mix64(x + 0x9e3779b97f4a7c15ULL); };
   uint64_t h = mix(parent);
   for (int64_t i = 0; i < block_size_; ++i) h = mix(h ^ static_cast<uint32_t>(tokens[i]));
   return h;

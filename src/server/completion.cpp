@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "base/json_text.h"
+#include "base/mix64.h"
 
 namespace sy {
 
@@ -28,6 +29,14 @@ json byte_values(const std::string& s) {
   return a;
 }
 
+// The n choices of one request draw with different seeds, reproducible from its seed. The
+// first is the request's own seed (n = 1 gives the same text as choice 0 of n = 4); the
+// others are hashed from it, so that they do not repeat another seed's draws (seed + i
+// made choice 1 of seed 1 the text of seed 2).
+uint64_t choice_seed(uint64_t seed, int i) {
+  return i == 0 ? seed : mix64(seed + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ULL);
+}
+
 }  // namespace
 
 CompletionRun::CompletionRun(Engine& engine, const Tokenizer& tok, CompletionJob job, Meta meta)
@@ -45,7 +54,7 @@ CompletionRun::CompletionRun(Engine& engine, const Tokenizer& tok, CompletionJob
       c->text_chars = utf8_chars(c->text);
       GenerationParams g = job_.gen;
       g.max_tokens = job_.max_tokens[p];
-      g.sampling.seed += static_cast<uint64_t>(i);  // n choices: different draws, reproducible with a seed
+      g.sampling.seed = choice_seed(g.sampling.seed, i);
       if (g.max_tokens > 0 || g.prompt_logprobs)
         c->req = std::make_shared<Request>(job_.prompts[p], std::move(g), channel_);
       else

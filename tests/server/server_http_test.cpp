@@ -93,6 +93,30 @@ TEST_F(ServerHttp, ConcurrentGreedyRequestsMatchGenerate) {
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i / 2]) << "prompt: " << prompts[i / 2];
 }
 
+// n choices: the first is the request's own seed's text (what n = 1 gives), the others
+// differ from it and from the texts of neighbouring seeds (seed + i once gave choice i of
+// seed S the text of seed S + i).
+TEST_F(ServerHttp, ChoicesOfOneSeedRepeatNoOtherSeed) {
+  const auto texts = [&](int seed, int n) {
+    const json body = {{"model", "tiny"}, {"prompt", "The trouble with computers is"}, {"max_tokens", 24},
+                       {"temperature", 1.0}, {"seed", seed}, {"n", n}};
+    const HttpReply r = http_post(ep(), "/v1/completions", body.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    const json j = json::parse(r.body);
+    std::vector<std::string> out;
+    for (const auto& c : j["choices"]) out.push_back(c["text"]);
+    return out;
+  };
+  const std::vector<std::string> four = texts(11, 4);
+  ASSERT_EQ(four.size(), 4u);
+  EXPECT_EQ(texts(11, 1), std::vector<std::string>{four[0]});
+  EXPECT_EQ(texts(11, 4), four) << "reproducible";
+  for (int i = 1; i < 4; ++i) {
+    EXPECT_NE(four[i], four[0]) << "choice " << i;
+    EXPECT_NE(texts(11 + i, 1)[0], four[i]) << "choice " << i << " repeats seed " << 11 + i;
+  }
+}
+
 TEST_F(ServerHttp, StreamedAndNonStreamedAgree) {
   for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
     SCOPED_TRACE(path);
