@@ -234,6 +234,9 @@ std::vector<ChatMessage> parse_chat_messages(const json& messages) {
           throw unsupported(pf + ".type", "Content of type '" + type->get<std::string>() + "'");
         const json* text = field(part, "text");
         if (!text || !text->is_string()) throw invalid_type(pf + ".text", "a string", text ? *text : json());
+        // Parts joined by a newline, as llama.cpp and vLLM join them for a template that
+        // takes a string: "Hello" and "world" do not run together into "Helloworld".
+        if (j > 0) content += '\n';
         content += text->get<std::string>();
       }
     } else {

@@ -128,5 +128,21 @@ TEST(ServerText, RequestDefaultsFollowTheOpenAIReference) {
   EXPECT_NE(job.prompts[0][1], 1);
 }
 
+// Text content parts are joined by a newline, as llama.cpp and vLLM join them for a template
+// that takes a string; a single part is its text alone.
+TEST(ServerText, ChatContentPartsJoinWithANewline) {
+  const Model& m = test::tiny_model();
+  const ChatTemplate chatml = ChatTemplate::detect("", "<s>", "</s>");
+  ApiContext ctx{&m.tokenizer(), &chatml, "tiny", 128, 64, 77};
+  const auto prompt_of = [&](const nlohmann::json& content) {
+    return parse_completion_request({{"model", "tiny"}, {"messages", {{{"role", "user"}, {"content", content}}}}},
+                                    Endpoint::Chat, ctx)
+        .prompts[0];
+  };
+  const nlohmann::json parts = {{{"type", "text"}, {"text", "Hello"}}, {{"type", "text"}, {"text", "world"}}};
+  EXPECT_EQ(prompt_of(parts), prompt_of("Hello\nworld"));
+  EXPECT_EQ(prompt_of({{{"type", "text"}, {"text", "Hello"}}}), prompt_of("Hello"));
+}
+
 }  // namespace
 }  // namespace sy
