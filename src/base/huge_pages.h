@@ -26,7 +26,7 @@ std::string parse_transparent_huge_page_mode(std::string_view sysfs_text);
 // holds more than the ranges (the kernel merges neighbouring ones) counts in proportion
 // to its overlap with them. Why it matters beyond the TLB: a direct read into 4 KiB pages
 // carries one DMA segment per page, and virtio disks were measured reading ~1.5-2x slower
-// that way (docs/expert-buffering.md, "Twenty-fifth session").
+// that way (docs/journal/expert-buffering.md, "Twenty-fifth session").
 double huge_page_fraction(const std::vector<MemoryRange>& ranges);
 double huge_page_fraction_in_smaps(std::string_view smaps_text, const std::vector<MemoryRange>& ranges);
 

@@ -107,7 +107,7 @@ SY_AVX2 inline __m256 load8_q8(const int8_t* p) {
 
 // q8_0 rows (a q8_0 KV cache), dequantized inside the dot: one scale per 32 values, applied
 // once per block. Against the f16 cache walk, 16 sequences x 160 positions: 0.69-0.71x the
-// time for 0.53x the bytes (standalone prototype, docs/performance.md).
+// time for 0.53x the bytes (standalone prototype, docs/journal/performance.md, seventh session).
 SY_AVX2 void dot_heads_q8(const float* q, const BlockQ8_0* row, int nh, int group, int64_t d, float scale, float* out,
                           int64_t out_stride) {
   const int64_t nb = d / kQBlock;

@@ -48,7 +48,7 @@ __attribute__((always_inline)) constexpr int64_t packed_group_bytes(DType t) { r
 // their rows from memory and prefetch at all (kTilePrefetches). 2 KiB was measured best:
 // Zen 3 (AVX2) BM_GroupedFfn at one token a median 89% of its probe against 83% at 4 KiB
 // (and ~75% with no prefetch); Zen 4 (AVX-512) 1-8 KiB within a few percent of each
-// other (docs/performance.md, sixteenth session).
+// other (docs/journal/performance.md, fifteenth and sixteenth sessions).
 constexpr int64_t kPrefetchAheadBytes = 2048;
 // The lines of a group pair's bytes starting at p (locality 3: into L1, 2: into L2).
 template <DType T, int Locality>
@@ -137,8 +137,9 @@ constexpr int64_t kStreamingTokens = 4;
 //   ones (~36 GB/s); Q8_0 x1.25 / x1.06-1.08;
 //   batch 4 (tiles of 1-2 tokens): Q4_0 x1.09-1.13 fast, x1.01-1.03 slow; Q8_0 x1.03;
 //   batch 16: Q4_0 within +-2% (compute-bound), Q8_0 x1.03-1.05.
-// From 3 tokens the prefetches pay again (thirty-second session, the same kind of A/B, steps
-// or MoE layers alternating in one run): the 3-4-token tiles of a 16-sequence step, whose
+// From 3 tokens the prefetches pay again (docs/journal/performance.md, thirty-second session,
+// the same kind of A/B, steps or MoE layers alternating in one run): the 3-4-token tiles of
+// a 16-sequence step, whose
 // experts get ~2.3 tokens each, compute while the next rows arrive. Q4_0 batch 16: MoE
 // layer x0.953-0.963 the time in six slow-memory runs, whole step x0.968 (slow) and x0.971 /
 // x0.975 (fast); batch 32: step x0.957, MoE x0.934-0.946; batch 4 and 8: steps x0.983 and
