@@ -236,8 +236,8 @@ json CompletionRun::chunk(const Choice& c, const std::string& text, bool finish,
   if (job_.endpoint == Endpoint::Chat) {
     json delta = json::object();
     if (!finish) {
-      if (!c.started) delta["role"] = "assistant";
-      delta["content"] = text;
+      if (!c.started) delta = {{"role", "assistant"}, {"content", ""}, {"refusal", nullptr}};
+      else delta["content"] = text;
     }
     choice = {{"index", c.index},
               {"delta", delta},
@@ -260,6 +260,7 @@ json CompletionRun::chunk(const Choice& c, const std::string& text, bool finish,
 }
 
 bool CompletionRun::stream(const ResponseSink& sink) {
+  const bool chat = job_.endpoint == Endpoint::Chat;
   uint64_t version = 0;
   for (;;) {
     pump();
@@ -270,8 +271,17 @@ bool CompletionRun::stream(const ResponseSink& sink) {
       // With log-probabilities, also a chunk for tokens whose text is still held back.
       const bool new_logprobs = wants_logprobs() && c.logprobs_sent < c.logprobs.size();
       if (!c.text.empty() || (c.got_token && !c.started) || new_logprobs) {
-        json lp = wants_logprobs() ? take_logprobs(c) : json(nullptr);
-        if (!sink.write(sse(chunk(c, c.text, false, std::move(lp))))) return cancel(), false;
+        if (chat && !c.started) {
+          // OpenAI's first chunk of a choice: the role alone, no text or log-probabilities
+          // (the SDKs' stream helpers build a choice from its first chunk and then append
+          // that chunk's log-probabilities again).
+          if (!sink.write(sse(chunk(c, "", false)))) return cancel(), false;
+          c.started = true;
+        }
+        if (!chat || !c.text.empty() || new_logprobs) {
+          json lp = wants_logprobs() ? take_logprobs(c) : json(nullptr);
+          if (!sink.write(sse(chunk(c, c.text, false, std::move(lp))))) return cancel(), false;
+        }
         c.started = true;
         c.text.clear();
       }
@@ -281,7 +291,7 @@ bool CompletionRun::stream(const ResponseSink& sink) {
         return true;
       }
       if (!c.finish.empty() && !c.finish_sent) {
-        if (job_.endpoint == Endpoint::Chat && !c.started) {  // the role chunk comes first, always
+        if (chat && !c.started) {  // the role chunk comes first, always
           if (!sink.write(sse(chunk(c, "", false)))) return cancel(), false;
           c.started = true;
         }

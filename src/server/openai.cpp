@@ -81,11 +81,20 @@ void parse_prompts(const json& body, const ApiContext& ctx, bool echo, Completio
     throw ApiError(400, "Missing required parameter: 'prompt'.", "prompt", "missing_required_parameter");
   const Tokenizer& tok = *ctx.tok;
   auto add_text = [&](const std::string& text) {
-    job.prompts.push_back(tok.encode(text, tok.add_bos_default(), true, tok.add_eos_default()));
+    std::vector<int32_t> ids = tok.encode(text, tok.add_bos_default(), true, tok.add_eos_default());
+    // An empty prompt starts a new document, as OpenAI's does (after <|endoftext|>): with the
+    // BOS even where the vocabulary adds none, or the EOS of one that has no BOS.
+    if (ids.empty() && (tok.bos_id() >= 0 || tok.eos_id() >= 0))
+      ids.push_back(tok.bos_id() >= 0 ? tok.bos_id() : tok.eos_id());
+    job.prompts.push_back(std::move(ids));
     job.echo_text.push_back(echo ? text : std::string());
   };
   auto add_tokens = [&](std::vector<int32_t> ids) {
-    job.echo_text.push_back(echo ? tok.decode(ids) : std::string());
+    // Echoed as the text that encodes to these tokens: the same echo as the string prompt
+    // they came from. Decoding after a BOS (as llama.cpp's detokenize does) would keep the
+    // space SPM adds in front of the first word.
+    const bool after_bos = !ids.empty() && ids[0] == tok.bos_id();
+    job.echo_text.push_back(echo ? tok.decode({ids.begin() + (after_bos ? 1 : 0), ids.end()}) : std::string());
     job.prompts.push_back(std::move(ids));
   };
   if (p->is_string()) {
@@ -122,12 +131,14 @@ void parse_chat(const json& body, const ApiContext& ctx, CompletionJob& job) {
     throw invalid_value("messages", "expected an array with at least 1 message, but got an empty array.");
   const auto messages = parse_chat_messages(*m);
   if (!ctx.chat->supported()) {
+    // 400 as vLLM answers a model without a template: a 5xx would have clients (the OpenAI
+    // SDKs among them) retry a request that can never succeed on this server.
     throw ApiError(
-        500,
+        400,
         "This model's chat template is not supported by switchyard, so /v1/chat/completions is unavailable; "
         "use /v1/completions, or restart the server with --chat-template one of: " +
             ChatTemplate::supported_names() + " (or --chat-template-file with a template of one of them).",
-        "", "chat_template_unsupported", "server_error");
+        "", "chat_template_unsupported");
   }
   // vLLM's and Hugging Face's flag: false leaves the assistant header off (a prompt that
   // ends in the conversation's last turn). Other template arguments are not taken.
@@ -290,6 +301,21 @@ CompletionJob parse_completion_request(const json& body, Endpoint ep, const ApiC
     throw unsupported("tools", "Tool calling ('tools')");
   if (const json* f = field(body, "functions"); f && !(f->is_array() && f->empty()))
     throw unsupported("functions", "Function calling ('functions')");
+  // A tool choice that asks for a tool call, audio output, web search: each would change
+  // what the client expects back. "none" and "auto" ask for nothing a text reply breaks.
+  for (const char* key : {"tool_choice", "function_call"}) {
+    const json* tc = field(body, key);
+    if (tc && !(tc->is_string() && (tc->get<std::string>() == "none" || tc->get<std::string>() == "auto")))
+      throw unsupported(key, std::string("A '") + key + "' that requires a tool call");
+  }
+  if (field(body, "audio")) throw unsupported("audio", "Audio output ('audio')");
+  if (const json* mo = field(body, "modalities")) {
+    if (!mo->is_array()) throw invalid_type("modalities", "an array of strings", *mo);
+    for (const json& x : *mo)
+      if (!(x.is_string() && x.get<std::string>() == "text"))
+        throw unsupported("modalities", "Output modalities other than text");
+  }
+  if (field(body, "web_search_options")) throw unsupported("web_search_options", "Web search ('web_search_options')");
   if (const json* rf = field(body, "response_format")) {
     if (!rf->is_object()) throw invalid_type("response_format", "an object", *rf);
     const json* type = field(*rf, "type");

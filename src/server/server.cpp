@@ -477,6 +477,8 @@ void Server::routes() {
         const bool stream = job.stream;
         CompletionRun::Meta meta{random_id(ep == Endpoint::Chat ? "chatcmpl-" : "cmpl-"),
                                  static_cast<int64_t>(std::time(nullptr)), cfg_.model_id, "fp_switchyard"};
+        // The completion's id as the request id OpenAI's SDKs read (`_request_id`), for logs.
+        res.set_header("x-request-id", meta.id);
         auto run = std::make_shared<CompletionRun>(engine_, tok, std::move(job), std::move(meta));
         Engine::Submit st;
         try {

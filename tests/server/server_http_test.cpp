@@ -117,6 +117,23 @@ TEST_F(ServerHttp, ChoicesOfOneSeedRepeatNoOtherSeed) {
   }
 }
 
+// Each completion names itself in x-request-id (the header OpenAI's SDKs expose as the
+// request id): the id in its body.
+TEST_F(ServerHttp, CompletionsCarryTheirIdAsRequestId) {
+  httplib::Client cli("127.0.0.1", ep().port);
+  for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
+    json body = {{"model", "tiny"}, {"max_tokens", 2}};
+    if (std::string(path) == "/v1/completions")
+      body["prompt"] = "Hello";
+    else
+      body["messages"] = {{{"role", "user"}, {"content", "Hello"}}};
+    auto r = cli.Post(path, body.dump(), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(r->get_header_value("x-request-id"), json::parse(r->body)["id"]) << path;
+  }
+}
+
 TEST_F(ServerHttp, StreamedAndNonStreamedAgree) {
   for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
     SCOPED_TRACE(path);
@@ -289,6 +306,38 @@ TEST_F(ServerHttp, LogprobsAreTheModelsAndAgreeWhenStreamed) {
     EXPECT_LE(t["top_logprobs"][1]["logprob"].get<double>(), t["logprob"].get<double>());
   }
   EXPECT_EQ(bytes, jc["choices"][0]["message"]["content"].get<std::string>());
+  // Streamed: each choice opens with OpenAI's role chunk, which carries no text and no
+  // log-probabilities (the SDKs' stream helpers count a first chunk's entries twice); the
+  // chunks after it carry each token's entry once.
+  json chat_stream = chat;
+  chat_stream["stream"] = true;
+  chat_stream["n"] = 2;
+  std::vector<json> firsts(2);
+  std::vector<json> entries(2, json::array());
+  const HttpReply rcs = http_post_sse(ep(), "/v1/chat/completions", chat_stream.dump(), [&](const std::string& d) {
+    if (d == "[DONE]") return true;
+    const json chunk = json::parse(d);
+    for (const auto& c : chunk["choices"]) {
+      const int i = c["index"];
+      if (firsts[i].is_null()) firsts[i] = c;
+      if (c["logprobs"].is_object())
+        for (const auto& e : c["logprobs"]["content"]) entries[i].push_back(e);
+    }
+    return true;
+  });
+  ASSERT_EQ(rcs.status, 200);
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE("choice " + std::to_string(i));
+    EXPECT_EQ(firsts[i]["delta"], json({{"role", "assistant"}, {"content", ""}, {"refusal", nullptr}}));
+    EXPECT_TRUE(firsts[i]["logprobs"].is_null());
+    // Greedy: both choices are the non-streamed one (to float rounding: the prompt's K/V
+    // comes from the prefix cache, as above).
+    ASSERT_EQ(entries[i].size(), content.size());
+    for (size_t t = 0; t < content.size(); ++t) {
+      EXPECT_EQ(entries[i][t]["token"], content[t]["token"]);
+      EXPECT_NEAR(entries[i][t]["logprob"].get<double>(), content[t]["logprob"].get<double>(), 1e-5);
+    }
+  }
   // The prompt's own, with echo and max_tokens 0 (scoring a text): a Session's logits at
   // position i - 1 score prompt token i; the first has nothing before it.
   json score = {{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 1}};
@@ -322,6 +371,13 @@ TEST_F(ServerHttp, LogprobsAreTheModelsAndAgreeWhenStreamed) {
       EXPECT_EQ(prompt.compare(plp["text_offset"][i].get<size_t>(), piece.size(), piece), 0) << piece;
     }
   }
+  // The same prompt as token ids (BOS first) echoes the same text at the same offsets: no
+  // space in front of the first word, which SPM's decoding after a BOS keeps.
+  json by_ids = score;
+  by_ids["prompt"] = ids;
+  const json ji = json::parse(http_post(ep(), "/v1/completions", by_ids.dump()).body);
+  EXPECT_EQ(ji["choices"][0]["text"], prompt);
+  EXPECT_EQ(ji["choices"][0]["logprobs"]["text_offset"], plp["text_offset"]);
   // Scored and continued: the prompt's entries, then the generated tokens' as before.
   score["max_tokens"] = 6;
   score["temperature"] = 0;
@@ -583,6 +639,22 @@ TEST_F(ServerHttp, EveryBadInputGetsItsStatusAndNamesTheField) {
       {"/v1/chat/completions",
        R"({"model": "tiny", "messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 500})",
        400, "max_completion_tokens"},
+      // Asked-for features this server lacks, which a text reply would silently break.
+      {"/v1/chat/completions", R"({"model": "tiny", "messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",
+       400, "tool_choice"},
+      {"/v1/chat/completions",
+       R"({"model": "tiny", "messages": [{"role": "user", "content": "x"}], "tool_choice": {"type": "function", "function": {"name": "f"}}})",
+       400, "tool_choice"},
+      {"/v1/chat/completions", R"({"model": "tiny", "messages": [{"role": "user", "content": "x"}], "function_call": {"name": "f"}})",
+       400, "function_call"},
+      {"/v1/chat/completions",
+       R"({"model": "tiny", "messages": [{"role": "user", "content": "x"}], "modalities": ["text", "audio"]})", 400,
+       "modalities"},
+      {"/v1/chat/completions",
+       R"({"model": "tiny", "messages": [{"role": "user", "content": "x"}], "audio": {"voice": "alloy", "format": "wav"}})",
+       400, "audio"},
+      {"/v1/chat/completions", R"({"model": "tiny", "messages": [{"role": "user", "content": "x"}], "web_search_options": {}})",
+       400, "web_search_options"},
       {"/v1/completions", json{{"model", "tiny"}, {"prompt", std::string(100 << 10, 'a')}}.dump(), 413, ""},
       {"/v1/nothing", "{}", 404, ""},
       {"/tokenize", R"({"prompt": 5})", 400, "prompt"},
@@ -613,6 +685,12 @@ TEST_F(ServerHttp, EveryBadInputGetsItsStatusAndNamesTheField) {
       EXPECT_EQ(e["param"], c.param) << r.body;
     }
   }
+  // What asks for nothing beyond text is taken.
+  const HttpReply harmless = http_post(
+      ep(), "/v1/chat/completions",
+      R"({"model": "tiny", "messages": [{"role": "user", "content": "x"}], "max_tokens": 2, "tool_choice": "none",
+          "function_call": "auto", "modalities": ["text"], "audio": null})");
+  EXPECT_EQ(harmless.status, 200) << harmless.body;
   const HttpReply huge = http_post(ep(), "/v1/completions", R"({"model": "tiny", "prompt": "hi", "seed": 18446744073709551615})");
   EXPECT_NE(huge.body.find("but got 18446744073709551615"), std::string::npos) << huge.body;
   // The wrong method on an endpoint, whichever endpoint and method.

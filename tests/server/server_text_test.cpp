@@ -2,10 +2,12 @@
 // templates, request parsing.
 #include <gtest/gtest.h>
 
+#include "model/model.h"
 #include "server/chat_template.h"
 #include "server/openai.h"
 #include "server/text_stream.h"
 #include "server_fixture.h"
+#include "support/shared_data.h"
 
 namespace sy {
 namespace {
@@ -87,6 +89,8 @@ TEST(ServerText, ChatRequestWithUnsupportedTemplateSaysSo) {
     FAIL() << "expected an error";
   } catch (const ApiError& e) {
     EXPECT_EQ(e.code, "chat_template_unsupported");
+    EXPECT_EQ(e.status, 400) << "not a 5xx, which clients retry";
+    EXPECT_EQ(e.type, "invalid_request_error");
     EXPECT_NE(std::string(e.what()).find("--chat-template one of"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("--chat-template-file"), std::string::npos);
   }
@@ -126,6 +130,27 @@ TEST(ServerText, RequestDefaultsFollowTheOpenAIReference) {
   EXPECT_NE(std::find(job.stop.begin(), job.stop.end(), "<|im_end|>"), job.stop.end());
   EXPECT_EQ(job.prompts[0][0], 1) << "BOS once";
   EXPECT_NE(job.prompts[0][1], 1);
+}
+
+// An empty prompt starts a new document (OpenAI: "as if from the beginning of a new
+// document"): a vocabulary that adds no BOS (Qwen2's byte-level BPE) still gets a token to
+// start from, its BOS, rather than a 400 for a prompt with no tokens.
+TEST(ServerText, EmptyPromptStartsFromTheBeginningOfADocument) {
+  const auto m = Model::load(test::shared_path("fixtures/qwen2moe/model.gguf"));
+  const Tokenizer& tok = m->tokenizer();
+  ASSERT_FALSE(tok.add_bos_default());
+  const ChatTemplate chatml = ChatTemplate::detect("", "", "");
+  ApiContext ctx{&tok, &chatml, "q", 128, 64, 77};
+  const CompletionJob job =
+      parse_completion_request({{"model", "q"}, {"prompt", ""}}, Endpoint::Completions, ctx);
+  const int32_t start = tok.bos_id() >= 0 ? tok.bos_id() : tok.eos_id();
+  ASSERT_GE(start, 0);
+  EXPECT_EQ(job.prompts[0], std::vector<int32_t>{start});
+  // Where BOS is added anyway, an empty prompt is that BOS alone, as before.
+  const Model& tiny = test::tiny_model();
+  ApiContext tctx{&tiny.tokenizer(), &chatml, "tiny", 128, 64, 77};
+  EXPECT_EQ(parse_completion_request({{"model", "tiny"}, {"prompt", ""}}, Endpoint::Completions, tctx).prompts[0],
+            std::vector<int32_t>{tiny.tokenizer().bos_id()});
 }
 
 // Text content parts are joined by a newline, as llama.cpp and vLLM join them for a template
