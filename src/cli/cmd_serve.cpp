@@ -57,7 +57,7 @@ class SignalWatcher {
       if (++count == 1) {
         std::fprintf(
             stderr,
-            "serve: %s: no new requests; finishing the running ones (up to %.0f s; again to cancel them)\n",
+            "serve: %s: no new requests; finishing the running ones (up to %g s; again to cancel them)\n",
             sig == SIGINT ? "SIGINT" : "SIGTERM", grace_.count() / 1000.0);
         shutdown_ = std::thread([this] { server_.shutdown(grace_); });
       } else {

@@ -131,7 +131,8 @@ Engine::Submit Engine::submit(const std::vector<std::shared_ptr<Request>>& reqs)
     std::lock_guard lock(mu_);
     if (!accepting_) return Submit::ShuttingDown;
     if (queued_locked() + seqs.size() > cfg_.max_queue) {
-      stats_.update([](EngineStatsData& d) { d.requests_rejected++; });
+      // One per choice, as the submitted count is.
+      stats_.update([n = seqs.size()](EngineStatsData& d) { d.requests_rejected += n; });
       return Submit::QueueFull;
     }
     for (auto& s : seqs) {

@@ -36,7 +36,7 @@ struct MoeLayerStats {
 struct EngineStatsData {
   // Counters.
   uint64_t requests_submitted = 0;
-  uint64_t requests_rejected = 0;  // queue full or shutting down
+  uint64_t requests_rejected = 0;  // refused for a full queue, one per choice
   uint64_t finished_stop = 0, finished_length = 0, finished_cancelled = 0, finished_error = 0;
   uint64_t prompt_tokens = 0;  // prompt tokens of admitted requests (first admission)
   uint64_t generated_tokens = 0;

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "base/json_text.h"
 #include "base/mix64.h"
+#include "base/utf8.h"
 
 namespace sy {
 
@@ -27,6 +29,20 @@ json byte_values(const std::string& s) {
   json a = json::array();
   for (unsigned char b : s) a.push_back(static_cast<int>(b));
   return a;
+}
+
+// A token as the legacy completions API names it: its text, or, for a piece that is not
+// whole UTF-8 (a byte-fallback token, part of a character), "bytes:" and its bytes as \xNN,
+// as OpenAI writes such tokens. As U+FFFD they would all be one key of top_logprobs.
+std::string legacy_token(const std::string& piece) {
+  if (is_valid_utf8(piece)) return piece;
+  std::string out = "bytes:";
+  for (const char ch : piece) {
+    char esc[8];
+    std::snprintf(esc, sizeof esc, "\\x%02x", static_cast<unsigned char>(ch));
+    out += esc;
+  }
+  return out;
 }
 
 // The n choices of one request draw with different seeds, reproducible from its seed. The
@@ -218,10 +234,10 @@ json CompletionRun::take_logprobs(Choice& c) const {
     } else {
       // The legacy API always lists the chosen token too: up to logprobs + 1 entries.
       json alternatives = json::object();
-      for (const auto& [id, lp] : g.top) alternatives.emplace(tok_.token_to_piece(id), lp);
-      alternatives.emplace(piece, g.logprob);
+      for (const auto& [id, lp] : g.top) alternatives.emplace(legacy_token(tok_.token_to_piece(id)), lp);
+      alternatives.emplace(legacy_token(piece), g.logprob);
       const bool first_of_prompt = std::isnan(g.logprob);  // nothing before it to score it
-      tokens.push_back(piece);
+      tokens.push_back(legacy_token(piece));
       token_logprobs.push_back(first_of_prompt ? json(nullptr) : json(g.logprob));
       top.push_back(first_of_prompt ? json(nullptr) : alternatives);
       offsets.push_back(c.offsets[c.logprobs_sent]);

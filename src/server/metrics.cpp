@@ -120,7 +120,7 @@ std::string render_metrics(const EngineStatsData& e,
            "Generation requests accepted into the queue (one per choice).",
            static_cast<double>(e.requests_submitted));
   w.metric("switchyard_requests_rejected_total", "counter",
-           "Generation requests refused because the queue was full.",
+           "Generation requests refused because the queue was full (one per choice).",
            static_cast<double>(e.requests_rejected));
   w.head("switchyard_requests_finished_total", "counter", "Generation requests finished, by reason.");
   w.sample("switchyard_requests_finished_total", "reason=\"stop\"", static_cast<double>(e.finished_stop));

@@ -316,6 +316,14 @@ CompletionJob parse_completion_request(const json& body, Endpoint ep, const ApiC
         throw unsupported("modalities", "Output modalities other than text");
   }
   if (field(body, "web_search_options")) throw unsupported("web_search_options", "Web search ('web_search_options')");
+  // Other servers' fields that constrain or shape the output (llama.cpp's, vLLM's): a
+  // client that sends them relies on them, so they are refused by name, not ignored.
+  for (const char* key : {"grammar", "json_schema", "guided_json", "guided_regex", "guided_choice", "guided_grammar"})
+    if (field(body, key)) throw unsupported(key, std::string("Constrained decoding ('") + key + "')");
+  if (field(body, "n_predict")) throw unsupported("n_predict", "'n_predict' (llama.cpp's name; send max_tokens)");
+  if (field(body, "n_probs"))
+    throw unsupported("n_probs", std::string("'n_probs' (llama.cpp's name; send ") +
+                                     (chat ? "logprobs and top_logprobs)" : "logprobs)"));
   if (const json* rf = field(body, "response_format")) {
     if (!rf->is_object()) throw invalid_type("response_format", "an object", *rf);
     const json* type = field(*rf, "type");

@@ -16,8 +16,10 @@ json tokenize_response(const json& body, const Tokenizer& tok, const std::string
   const bool add_special = llama_style ? get_bool(body, "add_special").value_or(false)
                                        : get_bool(body, "add_special_tokens").value_or(true);
   const bool with_pieces = get_bool(body, "with_pieces").value_or(false);
-  const std::vector<int32_t> ids = tok.encode(text->get<std::string>(), add_special && tok.add_bos_default(), true,
-                                                add_special && tok.add_eos_default());
+  // llama.cpp's flag: false tokenizes special-token text ("<s>") as plain text.
+  const bool parse_special = get_bool(body, "parse_special").value_or(true);
+  const std::vector<int32_t> ids = tok.encode(text->get<std::string>(), add_special && tok.add_bos_default(),
+                                                parse_special, add_special && tok.add_eos_default());
   json tokens = json::array();
   for (int32_t id : ids) {
     if (with_pieces) tokens.push_back({{"id", id}, {"piece", tok.token_to_piece(id)}});

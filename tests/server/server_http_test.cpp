@@ -371,6 +371,23 @@ TEST_F(ServerHttp, LogprobsAreTheModelsAndAgreeWhenStreamed) {
       EXPECT_EQ(prompt.compare(plp["text_offset"][i].get<size_t>(), piece.size(), piece), 0) << piece;
     }
   }
+  // Byte-fallback tokens (an emoji's four bytes) are named "bytes:\xNN" as OpenAI's legacy
+  // API names them, so each is its own top_logprobs key, not one shared U+FFFD.
+  json smile = score;
+  smile["prompt"] = "A smile \xF0\x9F\x98\x8A here";
+  smile["logprobs"] = 5;
+  const json js = json::parse(http_post(ep(), "/v1/completions", smile.dump()).body);
+  const json& slp = js["choices"][0]["logprobs"];
+  std::vector<std::string> byte_tokens;
+  for (size_t i = 0; i < slp["tokens"].size(); ++i) {
+    const std::string t = slp["tokens"][i];
+    if (t.rfind("bytes:", 0) == 0) byte_tokens.push_back(t);
+    if (i > 0) {
+      EXPECT_EQ(slp["top_logprobs"][i][t], slp["token_logprobs"][i]) << t;
+    }
+  }
+  EXPECT_EQ(byte_tokens, (std::vector<std::string>{"bytes:\\xf0", "bytes:\\x9f", "bytes:\\x98", "bytes:\\x8a"}));
+  EXPECT_EQ(js["choices"][0]["text"], smile["prompt"]);
   // The same prompt as token ids (BOS first) echoes the same text at the same offsets: no
   // space in front of the first word, which SPM's decoding after a BOS keeps.
   json by_ids = score;
@@ -655,6 +672,12 @@ TEST_F(ServerHttp, EveryBadInputGetsItsStatusAndNamesTheField) {
        400, "audio"},
       {"/v1/chat/completions", R"({"model": "tiny", "messages": [{"role": "user", "content": "x"}], "web_search_options": {}})",
        400, "web_search_options"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "grammar": "root ::= \"yes\""})", 400, "grammar"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "json_schema": {"type": "object"}})", 400, "json_schema"},
+      {"/v1/chat/completions", R"({"model": "tiny", "messages": [{"role": "user", "content": "x"}], "guided_choice": ["a"]})",
+       400, "guided_choice"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "n_predict": 3})", 400, "n_predict"},
+      {"/v1/completions", R"({"model": "tiny", "prompt": "hi", "n_probs": 3})", 400, "n_probs"},
       {"/v1/completions", json{{"model", "tiny"}, {"prompt", std::string(100 << 10, 'a')}}.dump(), 413, ""},
       {"/v1/nothing", "{}", 404, ""},
       {"/tokenize", R"({"prompt": 5})", 400, "prompt"},
@@ -726,6 +749,10 @@ TEST_F(ServerHttp, TokenizeAndDetokenizeWithTheModelsTokenizer) {
   ASSERT_EQ(r["tokens"].size(), want.size() - 1);
   EXPECT_EQ(r["tokens"][0]["id"], want[1]);
   EXPECT_EQ(r["tokens"][0]["piece"], tok.token_to_piece(want[1]));
+  // llama.cpp's parse_special: false reads "<s>" as the three characters it spells.
+  r = json::parse(http_post(ep(), "/tokenize", json{{"content", text}, {"parse_special", false}}.dump()).body);
+  EXPECT_EQ(r["tokens"].get<std::vector<int32_t>>(), tok.encode(text, false, false));
+  EXPECT_NE(r["tokens"].back(), tok.bos_id());
   // And back.
   r = json::parse(http_post(ep(), "/detokenize", json{{"tokens", want}}.dump()).body);
   EXPECT_EQ(r["prompt"], tok.decode(want));
@@ -1014,7 +1041,7 @@ TEST(ServerCancel, NonStreamingClientThatGivesUpIsNoticedToo) {
 TEST(ServerOverload, FullQueueGets503WithRetryAfter) {
   EngineConfig ec;
   ec.parallel = 1;
-  ec.max_queue = 1;
+  ec.max_queue = 3;
   // Generations of seconds (cancelled at the end), so the first still runs when the
   // second queues, even on a loaded machine: 480 tokens took ~0.2 s and once finished
   // before the second request arrived.
@@ -1022,7 +1049,7 @@ TEST(ServerOverload, FullQueueGets503WithRetryAfter) {
   TestServer srv(ec);
   json body = completion_body("In the beginning God", 4000, true);
   body["ignore_eos"] = true;
-  // One request runs, one waits; the third finds the queue full.
+  // One request runs, one waits; the third, of three choices, finds no room for them.
   std::atomic<int> started{0};
   auto hold = [&] {
     http_post_sse(srv.endpoint(), "/v1/completions", body.dump(), [&](const std::string&) {
@@ -1038,7 +1065,9 @@ TEST(ServerOverload, FullQueueGets503WithRetryAfter) {
   EXPECT_TRUE(queued) << "the second request waits";
   if (queued) {
     auto c = std::make_unique<httplib::Client>("127.0.0.1", srv.port());
-    const auto res = c->Post("/v1/completions", completion_body("Hello", 2, false).dump(), "application/json");
+    json three = completion_body("Hello", 2, false);
+    three["n"] = 3;  // refused whole, and counted once per choice, as submissions are
+    const auto res = c->Post("/v1/completions", three.dump(), "application/json");
     EXPECT_TRUE(res);
     if (res) {
       EXPECT_EQ(res->status, 503);
@@ -1049,7 +1078,7 @@ TEST(ServerOverload, FullQueueGets503WithRetryAfter) {
   srv.engine().cancel_all();
   a.join();
   b.join();
-  EXPECT_GE(srv.metric("switchyard_requests_rejected_total"), 1);
+  EXPECT_EQ(srv.metric("switchyard_requests_rejected_total"), 3);
 }
 
 // A waiting request whose client gave up (a disconnect, or a stop string that ended the
