@@ -150,7 +150,7 @@ std::string describe_chat_style(const ChatStyle& s) {
                                                       : "knowledge-date system turn");
   if (s.lead != usual.lead)
     add(s.lead == ChatStyle::Lead::Eos ? "eos first" : "nothing before the first turn");
-  if (s.system_role != usual.system_role) add("system messages dropped");
+  if (s.system_role != usual.system_role) add("no system turn: system messages go into the next user turn");
   if (s.newline_after_last_reply != usual.newline_after_last_reply) add("newline after the last reply");
   if (s.trim_content != usual.trim_content) add("turns stripped");
   if (s.spaced_inst != usual.spaced_inst) add("spaces around [INST]");

@@ -244,19 +244,28 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& input, bool gen
       for (const auto& m : input) out += "<|" + m.role + "|>\n" + m.content + eos_ + "\n";
       if (gen) out += "<|assistant|>\n";
       break;
-    case ChatFormat::Tulu:
+    case ChatFormat::Tulu: {
       if (style_.lead != ChatStyle::Lead::Nothing) out += style_.lead == ChatStyle::Lead::Bos ? bos_ : eos_;
-      for (size_t i = 0; i < input.size(); ++i) {
-        const auto& m = input[i];
+      // A template without a system role leaves system messages out; they go into the next
+      // user turn instead, as llama.cpp writes them, so that no instruction is lost (an
+      // empty one has nothing to keep).
+      std::vector<ChatMessage> turns = input;
+      if (!style_.system_role) {
+        std::erase_if(turns, [](const ChatMessage& m) { return m.role == "system" && m.content.empty(); });
+        turns = fold_system(turns, "\n", "tulu");
+      }
+      for (size_t i = 0; i < turns.size(); ++i) {
+        const auto& m = turns[i];
         if (m.role == "assistant") {
-          const bool last = i + 1 == input.size();
+          const bool last = i + 1 == turns.size();
           out += "<|assistant|>\n" + m.content + eos_ + (!last || style_.newline_after_last_reply ? "\n" : "");
-        } else if (m.role == "user" || style_.system_role) {
+        } else {
           out += "<|" + m.role + "|>\n" + m.content + "\n";
         }
       }
       if (gen) out += "<|assistant|>\n";
       break;
+    }
     case ChatFormat::Gemma:
       out += bos_;
       for (const auto& m : fold_system(input, "\n\n", "gemma", true)) {

@@ -5,11 +5,13 @@
 // the C++ renderer, given the same template text and special tokens, must give the same
 // prompt byte for byte. Where the template refuses one (a system message in a format
 // without a system role), ours folds it in instead, as llama.cpp does, or refuses it too.
-// Where the template silently leaves a message out, ours refuses the conversation. Skipped when jinja2 is missing (scripts/install-deps installs it).
+// Where the template silently leaves a message out, ours keeps it (a system message folded
+// into the next user turn) or refuses the conversation: no instruction is lost unseen. Skipped when jinja2 is missing (scripts/install-deps installs it).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -47,6 +49,7 @@ TEST(ChatTemplateReference, ChatTemplatesMatchJinjaRenderingsOfPublishedTemplate
   const json cases = json::parse(test::read_text_file(cases_file.path()));
 
   std::map<std::string, int> compared;
+  std::set<std::string> kept_in;  // templates whose left-out messages ours keeps
   for (const auto& c : cases) {
     const std::string name = c.at("template");
     SCOPED_TRACE(name + " with " + c.at("messages").dump() +
@@ -66,13 +69,20 @@ TEST(ChatTemplateReference, ChatTemplatesMatchJinjaRenderingsOfPublishedTemplate
       EXPECT_TRUE(!ours.empty() || !refusal.empty()) << "jinja2 refused it (" << c.at("error").get<std::string>() << ")";
       continue;
     }
+    const std::string text = c.at("text");
+    bool dropped = false;
+    for (const ChatMessage& m : messages) dropped = dropped || text.find(m.content) == std::string::npos;
     if (!refusal.empty()) {
       // Ours refuses only a conversation the template renders with a message left out
       // (a later system message in Llama-2's and Command-R's): never one it renders whole.
-      const std::string text = c.at("text");
-      bool dropped = false;
-      for (const ChatMessage& m : messages) dropped = dropped || text.find(m.content) == std::string::npos;
       EXPECT_TRUE(dropped) << "refused (" << refusal << ") though the template renders every message";
+      continue;
+    }
+    if (dropped && ours != text) {
+      // Where the template leaves a message out (Tulu 2's and OLMo's system messages), ours
+      // keeps it, in the next user turn.
+      for (const ChatMessage& m : messages) EXPECT_NE(ours.find(m.content), std::string::npos) << m.content;
+      kept_in.insert(name);
       continue;
     }
     EXPECT_EQ(ours, c.at("text").get<std::string>()) << "format " << t.name();
@@ -81,6 +91,7 @@ TEST(ChatTemplateReference, ChatTemplatesMatchJinjaRenderingsOfPublishedTemplate
   // Every template is compared on at least the lone question and the multi-turn conversation.
   for (const auto& c : cases) EXPECT_GE(compared[c.at("template").get<std::string>()], 2) << c.at("template");
   EXPECT_GE(compared.size(), 10u) << r.out;
+  EXPECT_EQ(kept_in, (std::set<std::string>{"allenai--OLMo-7B-Instruct.jinja", "allenai--tulu-2-7b.jinja"}));
 }
 
 // What serve prints at startup says which variant of its family a template was read as.
@@ -100,7 +111,7 @@ TEST(ChatTemplateReference, TheStartupLogNamesEachTemplatesVariant) {
   EXPECT_EQ(variant("meta-llama--Llama-3.2-3B-Instruct.jinja", "<|begin_of_text|>", "<|eot_id|>"),
             "knowledge-date system turn with today's date");
   EXPECT_EQ(variant("allenai--OLMo-7B-Instruct.jinja", "", "<|endoftext|>"),
-            "eos first; system messages dropped; newline after the last reply");
+            "eos first; no system turn: system messages go into the next user turn; newline after the last reply");
   EXPECT_EQ(variant("mistralai--Mistral-7B-Instruct-v0.2.jinja", "<s>", "</s>"), "spaces around [INST]");
   EXPECT_EQ(variant("mistralai--Mixtral-8x7B-Instruct-v0.1.jinja", "<s>", "</s>"), "");  // the usual form
 }
