@@ -329,7 +329,21 @@ void Engine::sample_rows() {
   }
 }
 
+void Engine::recount_length_as_stop() {
+  // A request's finish is published before its requester sees it (publish_stats), so its
+  // length is already counted here.
+  stats_.update([](EngineStatsData& d) {
+    if (d.finished_length == 0) return;
+    d.finished_length--;
+    d.finished_stop++;
+  });
+}
+
 void Engine::finish(Sequence& s, FinishReason r, const std::string& error) {
+  // Its last token completed a stop string the client matched already: a stop, as the
+  // client's answer says. (Matched after this, the client recounts it: recount_length_as_stop.)
+  if (r == FinishReason::Length && s.req->cancel_requested() && s.req->early_finish() == FinishReason::Stop)
+    r = FinishReason::Stop;
   s.done = true;
   pending_finish_.push_back({s.req, r, error});
   fin_[static_cast<int>(r)]++;

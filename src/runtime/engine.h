@@ -80,6 +80,10 @@ class Engine {
   // True when no request is queued or running (waits at most `timeout` for that).
   bool wait_idle(Clock::duration timeout);
   void cancel_all();
+  // A stop string the client matched in a request the engine had already finished at its
+  // token limit (the string completed on the last token): counted as the stop the client's
+  // answer reports, not as the length the engine recorded.
+  void recount_length_as_stop();
   void stop();
 
   const EngineConfig& config() const { return cfg_; }

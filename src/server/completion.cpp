@@ -135,6 +135,7 @@ void CompletionRun::pump() {
       if (c.stop.stopped()) {
         c.finish = "stop";
         c.req->stop();  // the engine drops it at its next step
+        if (u.finish == FinishReason::Length) engine_.recount_length_as_stop();
         break;
       }
     }

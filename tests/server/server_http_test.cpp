@@ -440,6 +440,28 @@ TEST_F(ServerHttp, StopStringsCutTheTextInBothModes) {
   // /metrics counts both as stops, not as cancelled requests.
   EXPECT_TRUE(srv_->wait_metric("switchyard_requests_finished_total{reason=\"stop\"}", stops0 + 2));
   EXPECT_EQ(srv_->metric("switchyard_requests_finished_total{reason=\"cancelled\"}"), cancelled0);
+  // A stop string completed by the last allowed token: a stop in the answer and in /metrics
+  // (the engine had finished it at its length).
+  const auto text_of = [&](int max_tokens) {
+    return json::parse(http_post(ep(), "/v1/completions", completion_body("A fool and his money", max_tokens, false).dump())
+                           .body)["choices"][0]["text"]
+        .get<std::string>();
+  };
+  const std::string three = text_of(3), four = text_of(4);
+  ASSERT_GT(four.size(), three.size());
+  ASSERT_FALSE(three.empty());
+  const std::string last = three.substr(three.size() - 1) + four.substr(three.size());
+  ASSERT_EQ(four.find(last), three.size() - 1) << "the stop string first completes at the 4th token";
+  const double stops1 = srv_->metric("switchyard_requests_finished_total{reason=\"stop\"}");
+  const double lengths1 = srv_->metric("switchyard_requests_finished_total{reason=\"length\"}");
+  body = completion_body("A fool and his money", 4, false);
+  body["stop"] = {last};
+  const json at_end = json::parse(http_post(ep(), "/v1/completions", body.dump()).body);
+  EXPECT_EQ(at_end["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(at_end["choices"][0]["text"], three.substr(0, three.size() - 1));
+  // (The engine may drop it at its next step, after the answer went out.)
+  EXPECT_TRUE(srv_->wait_metric("switchyard_requests_finished_total{reason=\"stop\"}", stops1 + 1));
+  EXPECT_EQ(srv_->metric("switchyard_requests_finished_total{reason=\"length\"}"), lengths1);
   // echo puts the prompt in front.
   body = completion_body("A fool and his money", 4, false);
   body["echo"] = true;
