@@ -36,21 +36,26 @@ class InProcessGroup::Rank : public Communicator {
       fail("all_to_all_v: needs one send and one receive count per rank (" + std::to_string(size()) + ")");
     post({send, recv, &send_counts});
     auto* out = static_cast<uint8_t*>(recv);
+    std::string mismatch;
     for (int q = 0; q < size(); ++q) {
       // Rank q's items for this rank start after what q sends to lower ranks.
       const std::vector<int64_t>& qc = *g_.posts_[q].send_counts;
       int64_t skip = 0;
       for (int i = 0; i < r_; ++i) skip += qc[i];
       if (qc[r_] != recv_counts[q]) {
-        fail("all_to_all_v: rank " + std::to_string(q) + " sends " + std::to_string(qc[r_]) +
-                    " items to rank " + std::to_string(r_) + ", which expects " +
-                    std::to_string(recv_counts[q]));
+        if (mismatch.empty())
+          mismatch = "all_to_all_v: rank " + std::to_string(q) + " sends " + std::to_string(qc[r_]) +
+                     " items to rank " + std::to_string(r_) + ", which expects " + std::to_string(recv_counts[q]);
+        continue;
       }
       const size_t n = static_cast<size_t>(qc[r_]) * item_bytes;
       std::memcpy(out, static_cast<const uint8_t*>(g_.posts_[q].send) + skip * item_bytes, n);
       out += n;
     }
+    // Failed only once every rank is done with every buffer, this one's included: the others
+    // still read from it until the barrier. They learn of it at their next collective.
     g_.arrive_and_wait();
+    if (!mismatch.empty()) fail(mismatch);
   }
 
   void all_reduce_sum(float* data, int64_t n) override {

@@ -77,12 +77,13 @@ TEST(Communicator, InProcessReduceGatherBroadcast) {
   }
 }
 
-// One rank's error ends the collective for every rank (an MPI job aborts): the others do
-// not wait for the failed rank, and the error that reaches the caller is the failed
-// rank's own, not the abort the others saw.
+// One rank's error aborts the group (an MPI job aborts): the others do not wait for the
+// failed rank (their next collective throws), and the error that reaches the caller is the
+// failed rank's own, not the abort the others saw. The failed rank throws only once the
+// others are done with its buffers, which its unwinding frees.
 TEST(Communicator, InProcessErrorAbortsEveryRank) {
   InProcessGroup g(3);
-  std::vector<int> woke(3, 0);
+  std::vector<std::string> stopped_in(3);
   try {
     g.run([&](Communicator& c) {
       const int r = c.rank();
@@ -92,10 +93,15 @@ TEST(Communicator, InProcessErrorAbortsEveryRank) {
       try {
         c.all_to_all_v(send.data(), {1, 1, 1}, recv.data(), rc, sizeof(int32_t));
       } catch (const Error&) {
-        woke[r] = 1;
+        stopped_in[r] = "all_to_all_v";
         throw;
       }
-      c.barrier();
+      try {
+        c.barrier();
+      } catch (const Error&) {
+        stopped_in[r] = "barrier";
+        throw;
+      }
     });
     FAIL() << "a rank's error must reach the caller";
   } catch (const Error& e) {
@@ -103,7 +109,7 @@ TEST(Communicator, InProcessErrorAbortsEveryRank) {
               std::string::npos)
         << e.what();
   }
-  EXPECT_EQ(woke, (std::vector<int>{1, 1, 1}));
+  EXPECT_EQ(stopped_in, (std::vector<std::string>{"barrier", "all_to_all_v", "barrier"}));
   // The group stays aborted: a later collective throws at once instead of waiting.
   EXPECT_THROW(g.rank(0).barrier(), Error);
 }
