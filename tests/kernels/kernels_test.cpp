@@ -97,20 +97,22 @@ TEST(Kernels, FloatTilesMatchSumsWhateverTheTileShape) {
     for (int64_t n : {1, 7, 16, 33, 101, 160, 300, 2048 + 37}) {
       const int64_t w_ld = n + 3, x_ld = n + 5, ld = 6;
       const auto w = random_vec(kFloatTile * w_ld, 4), x = random_vec(kFloatTile * x_ld, 5);
-      std::vector<uint16_t> wh(w.size()), wb(w.size()), xb(x.size());
+      std::vector<uint16_t> wh(w.size()), wb(w.size()), xh(x.size()), xb(x.size());
       for (size_t i = 0; i < w.size(); ++i) wh[i] = f32_to_f16(w[i]), wb[i] = f32_to_bf16(w[i]);
-      for (size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(x[i]);
+      for (size_t i = 0; i < x.size(); ++i) xh[i] = f32_to_f16(x[i]), xb[i] = f32_to_bf16(x[i]);
       for (DType t : {DType::F32, DType::F16, DType::BF16}) {
         SCOPED_TRACE(std::string(k->isa) + " " + dtype_name(t) + " n=" + std::to_string(n));
         auto run = [&](int nr, int nt, float* out, bool cold) {
           if (t == DType::F32) k->f32(w.data(), w_ld, nr, x.data(), x_ld, nt, n, out, ld, cold);
-          else if (t == DType::F16) k->f16(wh.data(), w_ld, nr, x.data(), x_ld, nt, n, out, ld, cold);
+          else if (t == DType::F16) k->f16(wh.data(), w_ld, nr, xh.data(), x_ld, nt, n, out, ld, cold);
           else k->bf16(wb.data(), w_ld, nr, xb.data(), x_ld, nt, n, out, ld, cold);
         };
         auto weight = [&](int64_t i) {
           return t == DType::F32 ? w[i] : t == DType::F16 ? f16_to_f32(wh[i]) : bf16_to_f32(wb[i]);
         };
-        auto input = [&](int64_t i) { return t == DType::BF16 ? bf16_to_f32(xb[i]) : x[i]; };
+        auto input = [&](int64_t i) {
+          return t == DType::BF16 ? bf16_to_f32(xb[i]) : t == DType::F16 ? f16_to_f32(xh[i]) : x[i];
+        };
         std::vector<float> full(kFloatTile * ld, -7.0f);
         run(kFloatTile, kFloatTile, full.data(), false);
         for (int tk = 0; tk < kFloatTile; ++tk) {
@@ -445,10 +447,13 @@ TEST(Kernels, MatmulMatchesNaiveProduct) {
     WeightMatrix m{t, rows, cols, wq.data(), "w"};
     std::vector<float> y(n * rows);
     matmul(m, {x.data(), n, cols}, {y.data(), rows}, pool, scratch);
-    // Quantized weights see Q8_0 activations, BF16 weights BF16 ones: the reference uses
-    // the same rounded inputs.
+    // Quantized weights see Q8_0 activations, F16 and BF16 weights activations of their
+    // own type: the reference uses the same rounded inputs.
     std::vector<float> xr = x;
-    if (takes_bf16_activations(t)) {
+    if (t == DType::F16) {
+      for (float& v : xr) v = f16_to_f32(f32_to_f16(v));
+    }
+    if (t == DType::BF16) {
       for (float& v : xr) v = bf16_to_f32(f32_to_bf16(v));
     }
     if (takes_q8_activations(t)) {
@@ -529,7 +534,9 @@ TEST(Kernels, FloatMatmulGivesEveryTokenItsOwnBits) {
         double ref = 0;
         for (int64_t c = 0; c < cols; ++c) {
           const float xv = x[i * cols + c];
-          ref += double(wr[c]) * (t == DType::BF16 ? bf16_to_f32(f32_to_bf16(xv)) : xv);
+          ref += double(wr[c]) * (t == DType::BF16  ? bf16_to_f32(f32_to_bf16(xv))
+                                  : t == DType::F16 ? f16_to_f32(f32_to_f16(xv))
+                                                    : xv);
         }
         EXPECT_NEAR(y1[r], ref, 2e-6 * cols) << dtype_name(t) << " r=" << r << " t=" << i;
       }
