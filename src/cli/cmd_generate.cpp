@@ -12,6 +12,13 @@
 #include "runtime/session.h"
 
 namespace sy::cli {
+namespace {
+
+// Every byte of generated text, NULs included (a byte-level BPE token can be one): fputs
+// stopped at the first, and the output lost it and the rest of its piece.
+void write_text(const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); }
+
+}  // namespace
 
 void add_generate(CLI::App& app) {
   struct Args {
@@ -87,12 +94,12 @@ void add_generate(CLI::App& app) {
       const int32_t next = sampler.sample(session.logits(), model->hparams().n_vocab);
       if (!a->ignore_eos && tok.is_eog(next)) break;
       sampler.accept(next);
-      std::fputs(out.push(next).c_str(), stdout);
+      write_text(out.push(next));
       std::fflush(stdout);
       ++generated;
       if (generated < a->n_predict && session.n_past() < n_ctx) session.eval({next});
     }
-    std::fputs(out.flush().c_str(), stdout);
+    write_text(out.flush());
     std::fputs("\n", stdout);
     if (generated < a->n_predict && session.n_past() >= n_ctx) {
       std::fprintf(stderr, "generate: stopped after %d of %d tokens: the context of %lld positions is full; raise --ctx-size\n",

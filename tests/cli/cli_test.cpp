@@ -80,6 +80,21 @@ TEST(Cli, GenerateGreedyMatchesRecordedContinuation) {
   EXPECT_NE(r.out.find("tokens/s"), std::string::npos);
 }
 
+// A generated token that is a NUL byte (byte-level BPE has one) is printed, with whatever
+// follows it: this random-weight model's 16th greedy token is byte 0x00.
+TEST(Cli, GeneratePrintsNulBytes) {
+  test::TempFile model(".gguf");
+  ASSERT_EQ(run("synth --preset tiny --arch olmoe --embd 256 --ff 256 --heads 8 --heads-kv 8 --layers 3 --type f32 -o " +
+                model.path())
+                .code,
+            0);
+  const std::string gen = "generate -m " + model.path() + " -p 'Hello world, the quick brown fox' --temp 0 -t 2 -n ";
+  const Result r15 = run(gen + "15"), r16 = run(gen + "16");
+  ASSERT_EQ(r16.code, 0) << r16.out;
+  EXPECT_EQ(r15.out.find('\0'), std::string::npos);
+  EXPECT_NE(r16.out.find('\0'), std::string::npos) << "the 16th token's NUL was not printed";
+}
+
 TEST(Cli, GenerateSaysWhenTheContextRunsOut) {
   const std::string model = std::string(SY_SOURCE_DIR) + "/models/tiny-mixtral-f16.gguf";
   // 'A fool and his money' is 6 tokens with BOS: a context of 10 leaves room for 4.
