@@ -1,8 +1,14 @@
 #include "server/server.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <ctime>
@@ -31,6 +37,37 @@ class HttpListener : public httplib::Server {
 };
 
 namespace {
+
+// Whether this HTTP worker thread is inside a routed request (httplib serves a connection's
+// requests one after another on one thread). A request httplib could not read is logged
+// without being routed: it was never counted.
+thread_local bool t_in_request = false;
+
+// Ends the reading side of every connection this server accepted (TCP sockets whose local
+// port is `port`, the listener aside): a worker waiting on an idle keep-alive connection
+// sees its end at once, where httplib would wait out its 5 s keep-alive timeout before it
+// noticed the server stopped (the OpenAI SDKs' connection pools hold such connections).
+// Replies still being written are not affected.
+void end_connection_reads(int port) {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (!dir) return;
+  while (const dirent* e = ::readdir(dir)) {
+    const int fd = std::atoi(e->d_name);
+    struct stat st {};
+    if (fd <= 2 || fd == ::dirfd(dir) || ::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) continue;
+    const int local = addr.ss_family == AF_INET    ? ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port)
+                      : addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                                   : -1;
+    int listening = 0;
+    socklen_t n = sizeof listening;
+    if (local != port || ::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &n) != 0 || listening) continue;
+    ::shutdown(fd, SHUT_RD);
+  }
+  ::closedir(dir);
+}
 
 void send_json(httplib::Response& res, int status, const json& j) {
   res.status = status;
@@ -272,6 +309,23 @@ void Server::shutdown(std::chrono::milliseconds grace) {
     engine_.cancel_all();
     engine_.wait_idle(std::chrono::seconds(30));
   }
+  if (listening) {
+    // Answers still being written (a stream's last chunks) go out first: ending a
+    // connection's reads makes httplib take its client for gone.
+    for (int i = 0; i < 200 && requests_in_flight_.load() > 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    end_connection_reads(port_);
+  }
+}
+
+void Server::note_request_start() {
+  if (!t_in_request) requests_in_flight_++;
+  t_in_request = true;
+}
+
+void Server::note_request_end() {
+  if (t_in_request) requests_in_flight_--;
+  t_in_request = false;
 }
 
 void Server::cancel_running() {
@@ -301,6 +355,7 @@ void Server::routes() {
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
 
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    note_request_start();
     // Bodies httplib would not read, or would read in a way that can desync: refused, and the
     // connection ends (what follows on it is not a request a client meant): a body on a
     // method that takes none, both a length and a chunked encoding (a classic way to smuggle
@@ -402,7 +457,9 @@ void Server::routes() {
       if (cfg_.cors.varies()) res.set_header("Vary", "Origin");
     }
   });
+  // httplib logs a request once its answer is written, streams included.
   s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    note_request_end();
     if (!cfg_.log_requests) return;
     // The path arrives percent-decoded: control characters (a "%0A") would forge log lines.
     std::fprintf(stderr, "serve: %s %s %d\n", req.method.c_str(), escape_controls(req.path).c_str(), res.status);

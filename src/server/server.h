@@ -59,6 +59,8 @@ class Server {
  private:
   void routes();
   std::string metrics_text() const;
+  void note_request_start();  // on an HTTP worker thread, when a request is routed
+  void note_request_end();    // there, once its answer is written
 
   Engine& engine_;
   ServerConfig cfg_;
@@ -69,6 +71,7 @@ class Server {
   Clock::time_point started_;
   std::mutex lifecycle_mu_;  // orders run() against shutdown()
   std::atomic<bool> draining_{false};
+  std::atomic<int> requests_in_flight_{0};  // routed and not yet answered in full (logged)
   bool listening_ = false;
   int port_ = -1;
 };

@@ -178,6 +178,27 @@ TEST(ServerProcess, SigintWithoutGraceCancelsRunningRequests) {
   }
 }
 
+// A client's idle keep-alive connection (what the OpenAI SDKs' pools hold) does not keep the
+// process alive past its grace: httplib's worker waited out its 5 s keep-alive timeout on it.
+TEST(ServerProcess, AnIdleKeepAliveConnectionDoesNotDelayTheExit) {
+  ServeProcess srv({"--shutdown-timeout", "0", "--parallel", "1"});
+  ASSERT_GT(srv.endpoint().port, 0);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(srv.endpoint().port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string get = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(::send(fd, get.data(), get.size(), MSG_NOSIGNAL), static_cast<ssize_t>(get.size()));
+  char buf[1024];
+  ASSERT_GT(::recv(fd, buf, sizeof buf, 0), 0);  // answered; the connection stays open, idle
+  srv.signal(SIGTERM);
+  // Well inside the 5 s wait, with room for a loaded machine.
+  EXPECT_EQ(srv.wait_exit(3), 0) << "the server waited for the idle connection";
+  ::close(fd);
+}
+
 // A JSON (non-streamed) reply's 200 goes out when it starts. Cancelled at shutdown, it must
 // not end as a well-formed 200 holding an error: the transfer breaks, after the reason.
 TEST(ServerProcess, JsonReplyCancelledAtShutdownIsABrokenTransfer) {
