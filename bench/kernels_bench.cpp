@@ -204,15 +204,13 @@ void BM_FloatTile(benchmark::State& state) {
     wf[i] = 0.01f * static_cast<float>(i % 13);
     x[i] = 0.1f - 0.01f * static_cast<float>(i % 7);
   }
-  // F16 and BF16 weights take activations of their own type.
-  std::vector<uint16_t> w16(wf.size()), x16(x.size());
-  const DType half = t == DType::BF16 ? DType::BF16 : DType::F16;
-  quantize_row(half, wf.data(), w16.data(), kFloatTile * n);
-  quantize_row(half, x.data(), x16.data(), kFloatTile * n);
+  std::vector<uint16_t> w16(wf.size()), xb(x.size());
+  quantize_row(t == DType::BF16 ? DType::BF16 : DType::F16, wf.data(), w16.data(), kFloatTile * n);
+  quantize_row(DType::BF16, x.data(), xb.data(), kFloatTile * n);
   for (auto _ : state) {
     switch (t) {
-      case DType::F16: k->f16(w16.data(), n, kFloatTile, x16.data(), n, kFloatTile, n, out.data(), kFloatTile, false); break;
-      case DType::BF16: k->bf16(w16.data(), n, kFloatTile, x16.data(), n, kFloatTile, n, out.data(), kFloatTile, false); break;
+      case DType::F16: k->f16(w16.data(), n, kFloatTile, x.data(), n, kFloatTile, n, out.data(), kFloatTile, false); break;
+      case DType::BF16: k->bf16(w16.data(), n, kFloatTile, xb.data(), n, kFloatTile, n, out.data(), kFloatTile, false); break;
       default: k->f32(wf.data(), n, kFloatTile, x.data(), n, kFloatTile, n, out.data(), kFloatTile, false); break;
     }
     benchmark::DoNotOptimize(out.data());

@@ -1,9 +1,10 @@
 // Dot products of weight rows and activation rows, per weight type, with runtime CPU
 // dispatch: float weights a tile of rows and tokens at a time, quantized weights a row at
-// a time (the packed Q4_0/Q8_0 kernels are in packed.h). F32 weights take float
-// activations; F16 and BF16 weights take activations rounded to their own type (a product
-// of two F16 or two BF16 values is exact in f32, so every ISA, vdpbf16ps included, forms
-// the same products as llama.cpp, whose CPU backend rounds them the same way);
+// a time (the packed Q4_0/Q8_0 kernels are in packed.h). F32 and F16 weights take float
+// activations, for F16 weights rounded to F16 values first; BF16 weights take activations
+// rounded to BF16 (a product of two F16 or two BF16 values is exact in f32, so every ISA,
+// vdpbf16ps included, forms the same products as llama.cpp, whose CPU backend rounds them
+// the same way);
 // quantized weights take activations quantized to Q8_0 (integer dot products inside each
 // 32-value block, scaled once per block). The activation types are llama.cpp's.
 #pragma once
@@ -39,7 +40,7 @@ void tile_of_dots(const W* w, int64_t w_ld, int nr, const X* x, int64_t x_ld, in
 struct DotKernels {
   const char* isa;
   FloatTile<float, float> f32;
-  FloatTile<uint16_t, uint16_t> f16;       // F16 weights and activations
+  FloatTile<uint16_t, float> f16;          // F16 weights
   FloatTile<uint16_t, uint16_t> bf16;      // BF16 weights and activations
   float (*q8_0)(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n);
   float (*q4_0)(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n);
@@ -88,9 +89,12 @@ struct DotKernels {
   // The sum of x[i]^2 in double (RMSNorm's, like ggml's; the vector forms sum in another
   // order).
   double (*sum_squares)(const float* x, int64_t n);
-  // y[i] = x[i] as f16, rounded to nearest even (rows stored into an f16 KV cache, and
-  // activations for F16 weights).
+  // y[i] = x[i] as f16, rounded to nearest even (rows stored into an f16 KV cache).
   void (*to_f16)(const float* x, uint16_t* y, int64_t n);
+  // y[i] = x[i] rounded to the nearest f16 value, kept as a float (activations for F16
+  // weights: the float tiles then form f16 x f16 products, exact in f32, with no
+  // conversion in their inner loops).
+  void (*round_f16)(const float* x, float* y, int64_t n);
   // y[i] = x[i] as BF16, rounded to nearest even, NaN kept quiet: f32_to_bf16's bits
   // (activations for BF16 weights).
   void (*to_bf16)(const float* x, uint16_t* y, int64_t n);
@@ -115,7 +119,7 @@ bool isa_forced_avx2();
 
 // True when weights of this type take Q8_0 activations.
 inline bool takes_q8_activations(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
-// True when weights of this type take activations rounded to the same 16-bit type.
-inline bool takes_half_activations(DType t) { return t == DType::F16 || t == DType::BF16; }
+// True when weights of this type take BF16 activations.
+inline bool takes_bf16_activations(DType t) { return t == DType::BF16; }
 
 }  // namespace sy::cpu

@@ -327,6 +327,13 @@ SY_AVX2 void to_f16(const float* x, uint16_t* y, int64_t n) {
   for (; i < n; ++i) y[i] = f32_to_f16(x[i]);
 }
 
+SY_AVX2 void round_f16(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
+  for (; i < n; ++i) y[i] = f16_to_f32(f32_to_f16(x[i]));
+}
+
 // 8 floats' bits to BF16 in the low halves of the lanes, as f32_to_bf16 rounds them.
 SY_AVX2 inline __m256i bf16_bits(__m256 x) {
   const __m256i v = _mm256_castps_si256(x);
@@ -383,6 +390,7 @@ const DotKernels* dot_kernels_avx2() {
                             swiglu,
                             sum_squares,
                             to_f16,
+                            round_f16,
                             to_bf16,
                             q8_to_f32};
   return &k;

@@ -38,13 +38,10 @@ struct F32Step {
 
 struct F16Step : F32Step {
   using W = uint16_t;
-  using X = uint16_t;
   SY_INLINE static V load_w(const W* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
   SY_INLINE static V load_w(const W* p, Mask m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
-  SY_INLINE static V load_x(const X* p) { return load_w(p); }
-  SY_INLINE static V load_x(const X* p, Mask m) { return load_w(p, m); }
 };
 
 struct Bf16Step {

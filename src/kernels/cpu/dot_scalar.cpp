@@ -13,9 +13,9 @@ float dot_f32(const float* w, const float* x, int64_t n) {
   return s;
 }
 
-float dot_f16(const uint16_t* w, const uint16_t* x, int64_t n) {
+float dot_f16(const uint16_t* w, const float* x, int64_t n) {
   float s = 0.0f;
-  for (int64_t i = 0; i < n; ++i) s += f16_to_f32(w[i]) * f16_to_f32(x[i]);
+  for (int64_t i = 0; i < n; ++i) s += f16_to_f32(w[i]) * x[i];
   return s;
 }
 
@@ -134,6 +134,10 @@ void to_f16(const float* x, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = f32_to_f16(x[i]);
 }
 
+void round_f16(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f16_to_f32(f32_to_f16(x[i]));
+}
+
 void to_bf16(const float* x, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(x[i]);
 }
@@ -145,7 +149,7 @@ void q8_to_f32(const BlockQ8_0* x, float* y, int64_t n) { dequantize_row(DType::
 const DotKernels& dot_kernels_scalar() {
   static const DotKernels k{"scalar",
                             tile_of_dots<float, float, dot_f32>,
-                            tile_of_dots<uint16_t, uint16_t, dot_f16>,
+                            tile_of_dots<uint16_t, float, dot_f16>,
                             tile_of_dots<uint16_t, uint16_t, dot_bf16>,
                             dot_q8_0,
                             dot_q4_0,
@@ -164,6 +168,7 @@ const DotKernels& dot_kernels_scalar() {
                             swiglu,
                             sum_squares,
                             to_f16,
+                            round_f16,
                             to_bf16,
                             q8_to_f32};
   return k;

@@ -26,11 +26,9 @@ struct F32Step {
   SY_INLINE static __m256 load_w(const W* p) { return _mm256_loadu_ps(p); }
   SY_INLINE static __m256 load_x(const X* p) { return _mm256_loadu_ps(p); }
 };
-struct F16Step {
+struct F16Step : F32Step {
   using W = uint16_t;
-  using X = uint16_t;
   SY_INLINE static __m256 load_w(const W* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-  SY_INLINE static __m256 load_x(const X* p) { return load_w(p); }
 };
 struct Bf16Step {
   using W = uint16_t;
@@ -155,7 +153,7 @@ void f32_tile_avx2(const float* w, int64_t w_ld, int nr, const float* x, int64_t
                    int64_t ld, bool cold) {
   tiles<F32Step>(w, w_ld, nr, x, x_ld, nt, n, out, ld, cold);
 }
-void f16_tile_avx2(const uint16_t* w, int64_t w_ld, int nr, const uint16_t* x, int64_t x_ld, int nt, int64_t n,
+void f16_tile_avx2(const uint16_t* w, int64_t w_ld, int nr, const float* x, int64_t x_ld, int nt, int64_t n,
                    float* out, int64_t ld, bool cold) {
   tiles<F16Step>(w, w_ld, nr, x, x_ld, nt, n, out, ld, cold);
 }

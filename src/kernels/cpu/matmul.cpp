@@ -16,12 +16,16 @@ void PreparedInput::prepare(const WeightMatrix& w, Rows x) {
     q8_ld_ = w.cols / kQBlock;
     if (q8_.size() < static_cast<size_t>(q8_ld_ * x.n)) q8_.resize(q8_ld_ * x.n);
     for (int64_t t = 0; t < x.n; ++t) quantize_row_q8_0(x.data + t * x.ld, q8_.data() + t * q8_ld_, w.cols);
-  } else if (takes_half_activations(w.dtype)) {
-    // Rounded to the weights' own type, as llama.cpp's CPU backend rounds them.
-    if (half_.size() < static_cast<size_t>(w.cols * x.n)) half_.resize(w.cols * x.n);
+  } else if (w.dtype == DType::F16) {
+    // Rounded to F16 values, as llama.cpp's CPU backend rounds them for F16 weights.
+    if (f16_values_.size() < static_cast<size_t>(w.cols * x.n)) f16_values_.resize(w.cols * x.n);
     const DotKernels& k = dot_kernels();
-    const auto round = w.dtype == DType::F16 ? k.to_f16 : k.to_bf16;
-    for (int64_t t = 0; t < x.n; ++t) round(x.data + t * x.ld, half_.data() + t * w.cols, w.cols);
+    for (int64_t t = 0; t < x.n; ++t) k.round_f16(x.data + t * x.ld, f16_values_.data() + t * w.cols, w.cols);
+    f32_ = {f16_values_.data(), x.n, w.cols};
+  } else if (takes_bf16_activations(w.dtype)) {
+    if (bf16_.size() < static_cast<size_t>(w.cols * x.n)) bf16_.resize(w.cols * x.n);
+    const DotKernels& k = dot_kernels();
+    for (int64_t t = 0; t < x.n; ++t) k.to_bf16(x.data + t * x.ld, bf16_.data() + t * w.cols, w.cols);
   }
 }
 
@@ -34,11 +38,11 @@ bool float_weights(DType t) { return t == DType::F32 || t == DType::F16 || t == 
 // weights. A chunk's short tile goes first: the first tile over a block of rows reads the
 // rows from memory, where small tiles take them one at a time (dot_avx512.cpp), and the
 // full tiles after it find them in L1.
-void float_rows(const WeightMatrix& w, const Rows& x, const uint16_t* x_half, OutRows y, int64_t r0, int64_t r1) {
+void float_rows(const WeightMatrix& w, const Rows& x, const uint16_t* x_bf16, OutRows y, int64_t r0, int64_t r1) {
   const DotKernels& k = dot_kernels();
   const int64_t n = w.cols;
   const int64_t w_ld = static_cast<int64_t>(w.row_bytes()) / (w.dtype == DType::F32 ? 4 : 2);
-  const int64_t x_bytes = n * (w.dtype == DType::F32 ? 4 : 2);
+  const int64_t x_bytes = n * (w.dtype == DType::BF16 ? 2 : 4);
   const int64_t chunk = std::max<int64_t>(1, (int64_t{256} << 10) / x_bytes / kFloatTile) * kFloatTile;
   for (int64_t t0 = 0; t0 < x.n; t0 += chunk) {
     const int64_t t1 = std::min(x.n, t0 + chunk);
@@ -54,10 +58,10 @@ void float_rows(const WeightMatrix& w, const Rows& x, const uint16_t* x_half, Ou
             k.f32(static_cast<const float*>(row), w_ld, nr, x.data + t * x.ld, x.ld, nt, n, out, y.ld, t == t0);
             break;
           case DType::F16:
-            k.f16(static_cast<const uint16_t*>(row), w_ld, nr, x_half + t * n, n, nt, n, out, y.ld, t == t0);
+            k.f16(static_cast<const uint16_t*>(row), w_ld, nr, x.data + t * x.ld, x.ld, nt, n, out, y.ld, t == t0);
             break;
           default:
-            k.bf16(static_cast<const uint16_t*>(row), w_ld, nr, x_half + t * n, n, nt, n, out, y.ld, t == t0);
+            k.bf16(static_cast<const uint16_t*>(row), w_ld, nr, x_bf16 + t * n, n, nt, n, out, y.ld, t == t0);
             break;
         }
       }
@@ -73,7 +77,7 @@ void matmul_rows(const WeightMatrix& w, const PreparedInput& in, OutRows y, int6
     (w.dtype == DType::Q4_0 ? k.q4_0 : k.q8_0)(w.data, w.row_bytes(), w.cols, r0, r1, in.packed_, y.data, y.ld);
     return;
   }
-  if (float_weights(w.dtype)) return float_rows(w, in.f32_, in.half_.data(), y, r0, r1);
+  if (float_weights(w.dtype)) return float_rows(w, in.f32_, in.bf16_.data(), y, r0, r1);
   // Q8_0 / Q4_0 rows in the GGUF layout (shapes the packed layout does not take).
   const DotKernels& k = dot_kernels();
   const int64_t n = w.cols;

@@ -1,7 +1,7 @@
 // y = x * W^T for a block of token rows: y[t][r] = dot(W row r, x row t).
 //
-// The input is first prepared for the weight's kernel (kept as float, rounded to F16 or BF16,
-// quantized to Q8_0 blocks, or quantized into the packed order), once per call; row tiles
+// The input is first prepared for the weight's kernel (kept as float, rounded to F16 values
+// or to BF16, quantized to Q8_0 blocks, or quantized into the packed order), once per call; row tiles
 // then run on any thread. matmul() does both; the grouped expert executor prepares many
 // inputs and schedules the tiles of several matrices in one parallel job.
 #pragma once
@@ -41,7 +41,8 @@ class PreparedInput {
   Rows f32_{nullptr, 0, 0};
   std::vector<BlockQ8_0> q8_;
   int64_t q8_ld_ = 0;  // blocks per row
-  std::vector<uint16_t> half_;  // F16 or BF16 rows of w.cols values
+  std::vector<float> f16_values_;  // rows of w.cols values rounded to F16 (F16 weights)
+  std::vector<uint16_t> bf16_;     // rows of w.cols values (BF16 weights)
   PackedActivations packed_;
   bool is_packed_ = false;
 };
