@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <random>
 
 #include "kernels/cpu/attention.h"
@@ -67,18 +68,28 @@ TEST(Kernels, DispatchedDotMatchesScalar) {
   }
 }
 
-// BF16 rounding of activations: every table gives f32_to_bf16's bits, ties to even, on
-// infinities, NaNs (kept quiet), the largest finite values and lengths with a tail.
+// Random values with special ones in every third place, for the activation roundings, and
+// every table that rounds them.
+std::vector<float> rounding_inputs(uint32_t seed, std::initializer_list<uint32_t> special) {
+  std::vector<float> x = random_vec(77, seed);
+  size_t i = 0;
+  for (const uint32_t bits : special) x[3 * i++] = f32_from_bits(bits);
+  return x;
+}
+
+std::vector<const DotKernels*> every_dot_table() {
+  std::vector<const DotKernels*> tables = vector_dot_tables();
+  tables.push_back(&dot_kernels_scalar());
+  return tables;
+}
+
 // F16 rounding of activations (for F16 weights): every table gives f32_to_f16's value,
 // ties to even, with overflow to infinity, subnormals and NaN as the scalar conversion has them.
 TEST(Kernels, RoundF16MatchesTheScalarRounding) {
-  std::vector<float> x = random_vec(77, 13);
-  const uint32_t special[] = {0x3f801000u, 0x3f803000u, 0x477ff000u, 0x477fefffu, 0xc77ff000u, 0x7f800000u,
-                              0x33000001u, 0x38800000u, 0x387fe000u, 0x7fc00000u, 0x00000001u, 0x80000000u};
-  for (size_t i = 0; i < std::size(special); ++i) x[3 * i] = f32_from_bits(special[i]);
-  std::vector<const DotKernels*> tables = vector_dot_tables();
-  tables.push_back(&dot_kernels_scalar());
-  for (const DotKernels* k : tables) {
+  const std::vector<float> x = rounding_inputs(13, {0x3f801000u, 0x3f803000u, 0x477ff000u, 0x477fefffu, 0xc77ff000u,
+                                                    0x7f800000u, 0x33000001u, 0x38800000u, 0x387fe000u, 0x7fc00000u,
+                                                    0x00000001u, 0x80000000u});
+  for (const DotKernels* k : every_dot_table()) {
     std::vector<float> y(x.size());
     k->round_f16(x.data(), y.data(), static_cast<int64_t>(x.size()));
     for (size_t i = 0; i < x.size(); ++i) {
@@ -92,14 +103,13 @@ TEST(Kernels, RoundF16MatchesTheScalarRounding) {
   }
 }
 
+// BF16 rounding of activations: every table gives f32_to_bf16's bits, ties to even, on
+// infinities, NaNs (kept quiet), the largest finite values and lengths with a tail.
 TEST(Kernels, ToBf16MatchesTheScalarRounding) {
-  std::vector<float> x = random_vec(77, 12);
-  const uint32_t special[] = {0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x7f7fffffu, 0xff7fffffu, 0x7f800000u,
-                              0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffbfffffu, 0x00000001u, 0x80000000u};
-  for (size_t i = 0; i < std::size(special); ++i) x[3 * i] = f32_from_bits(special[i]);
-  std::vector<const DotKernels*> tables = vector_dot_tables();
-  tables.push_back(&dot_kernels_scalar());
-  for (const DotKernels* k : tables) {
+  const std::vector<float> x = rounding_inputs(12, {0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x7f7fffffu, 0xff7fffffu,
+                                                    0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffbfffffu,
+                                                    0x00000001u, 0x80000000u});
+  for (const DotKernels* k : every_dot_table()) {
     std::vector<uint16_t> y(x.size());
     k->to_bf16(x.data(), y.data(), static_cast<int64_t>(x.size()));
     for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(y[i], f32_to_bf16(x[i])) << k->isa << " " << i;
@@ -114,9 +124,7 @@ TEST(Kernels, ToBf16MatchesTheScalarRounding) {
 // multiples of any vector width; and each result has the same bits whatever the tile's
 // shape, so that a token's result does not depend on the batch around it.
 TEST(Kernels, FloatTilesMatchSumsWhateverTheTileShape) {
-  std::vector<const DotKernels*> tables = vector_dot_tables();
-  tables.push_back(&dot_kernels_scalar());
-  for (const DotKernels* k : tables) {
+  for (const DotKernels* k : every_dot_table()) {
     for (int64_t n : {1, 7, 16, 33, 101, 160, 300, 2048 + 37}) {
       const int64_t w_ld = n + 3, x_ld = n + 5, ld = 6;
       const auto w = random_vec(kFloatTile * w_ld, 4), x = random_vec(kFloatTile * x_ld, 5);
