@@ -184,7 +184,7 @@ void add_serve(CLI::App& app) {
       std::fprintf(
           stderr,
           "serve: warning: the model's chat template is not supported (%s); /v1/chat/completions will "
-          "answer 500 until the server is started with --chat-template one of: %s (or --chat-template-file)\n",
+          "answer 400 until the server is started with --chat-template one of: %s (or --chat-template-file)\n",
           ct.origin().c_str(), ChatTemplate::supported_names().c_str());
     } else {
       const std::string variant = describe_chat_style(ct.style());

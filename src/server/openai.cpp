@@ -318,10 +318,19 @@ CompletionJob parse_completion_request(const json& body, Endpoint ep, const ApiC
   if (field(body, "web_search_options")) throw unsupported("web_search_options", "Web search ('web_search_options')");
   // Other servers' fields that constrain or shape the output (llama.cpp's, vLLM's): a
   // client that sends them relies on them, so they are refused by name, not ignored.
+  // Values that ask for nothing (0, "", {}, [], false) are taken.
+  const auto asks = [&](const char* key) {
+    const json* v = field(body, key);
+    if (!v) return false;
+    if (v->is_string()) return !v->get<std::string>().empty();
+    if (v->is_object() || v->is_array()) return !v->empty();
+    if (v->is_number()) return v->get<double>() != 0;
+    return !v->is_boolean() || v->get<bool>();
+  };
   for (const char* key : {"grammar", "json_schema", "guided_json", "guided_regex", "guided_choice", "guided_grammar"})
-    if (field(body, key)) throw unsupported(key, std::string("Constrained decoding ('") + key + "')");
+    if (asks(key)) throw unsupported(key, std::string("Constrained decoding ('") + key + "')");
   if (field(body, "n_predict")) throw unsupported("n_predict", "'n_predict' (llama.cpp's name; send max_tokens)");
-  if (field(body, "n_probs"))
+  if (asks("n_probs"))
     throw unsupported("n_probs", std::string("'n_probs' (llama.cpp's name; send ") +
                                      (chat ? "logprobs and top_logprobs)" : "logprobs)"));
   if (const json* rf = field(body, "response_format")) {

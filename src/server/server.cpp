@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <functional>
 #include <memory>
 #include <ctime>
@@ -38,17 +39,18 @@ class HttpListener : public httplib::Server {
 
 namespace {
 
-// Whether this HTTP worker thread is inside a routed request (httplib serves a connection's
-// requests one after another on one thread). A request httplib could not read is logged
-// without being routed: it was never counted.
-thread_local bool t_in_request = false;
+// The client port of the routed request this HTTP worker thread is answering, or -1
+// (httplib serves a connection's requests one after another on one thread). A request
+// httplib could not read is logged without being routed: it was never counted.
+thread_local int t_request_peer = -1;
 
 // Ends the reading side of every connection this server accepted (TCP sockets whose local
-// port is `port`, the listener aside): a worker waiting on an idle keep-alive connection
-// sees its end at once, where httplib would wait out its 5 s keep-alive timeout before it
-// noticed the server stopped (the OpenAI SDKs' connection pools hold such connections).
-// Replies still being written are not affected.
-void end_connection_reads(int port) {
+// port is `port`, the listener aside) but those whose client port is in `busy`: a worker
+// waiting on an idle keep-alive connection sees its end at once, where httplib would wait
+// out its 5 s keep-alive timeout before it noticed the server stopped (the OpenAI SDKs'
+// connection pools hold such connections). A connection whose reply is still being written
+// is left alone: httplib takes a connection that reads as ended for a client that left.
+void end_connection_reads(int port, const std::multiset<int>& busy) {
   DIR* dir = ::opendir("/proc/self/fd");
   if (!dir) return;
   while (const dirent* e = ::readdir(dir)) {
@@ -64,6 +66,13 @@ void end_connection_reads(int port) {
     int listening = 0;
     socklen_t n = sizeof listening;
     if (local != port || ::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &n) != 0 || listening) continue;
+    sockaddr_storage peer{};
+    len = sizeof peer;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) continue;
+    const int peer_port = peer.ss_family == AF_INET    ? ntohs(reinterpret_cast<sockaddr_in*>(&peer)->sin_port)
+                          : peer.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&peer)->sin6_port)
+                                                       : -1;
+    if (busy.count(peer_port)) continue;
     ::shutdown(fd, SHUT_RD);
   }
   ::closedir(dir);
@@ -309,23 +318,34 @@ void Server::shutdown(std::chrono::milliseconds grace) {
     engine_.cancel_all();
     engine_.wait_idle(std::chrono::seconds(30));
   }
-  if (listening) {
-    // Answers still being written (a stream's last chunks) go out first: ending a
-    // connection's reads makes httplib take its client for gone.
-    for (int i = 0; i < 200 && requests_in_flight_.load() > 0; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    end_connection_reads(port_);
+  if (!listening) return;
+  // Idle connections are ended now; those still writing a reply (a stream's last chunks
+  // to a slow client) as they finish, for up to 2 s. A reply longer than that goes on to
+  // its end, and its connection's worker then sees the stop after httplib's own wait.
+  for (int i = 0; i < 100; ++i) {
+    std::multiset<int> busy;
+    {
+      std::lock_guard lock(in_flight_mu_);
+      busy = in_flight_peers_;
+    }
+    end_connection_reads(port_, busy);
+    if (busy.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }
 
-void Server::note_request_start() {
-  if (!t_in_request) requests_in_flight_++;
-  t_in_request = true;
+void Server::note_request_start(int peer_port) {
+  note_request_end();  // one never logged on this thread (none is known) is over anyway
+  std::lock_guard lock(in_flight_mu_);
+  t_request_peer = peer_port;
+  in_flight_peers_.insert(peer_port);
 }
 
 void Server::note_request_end() {
-  if (t_in_request) requests_in_flight_--;
-  t_in_request = false;
+  std::lock_guard lock(in_flight_mu_);
+  if (const auto it = in_flight_peers_.find(t_request_peer); t_request_peer >= 0 && it != in_flight_peers_.end())
+    in_flight_peers_.erase(it);
+  t_request_peer = -1;
 }
 
 void Server::cancel_running() {
@@ -355,7 +375,7 @@ void Server::routes() {
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
 
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    note_request_start();
+    note_request_start(req.remote_port);
     // Bodies httplib would not read, or would read in a way that can desync: refused, and the
     // connection ends (what follows on it is not a request a client meant): a body on a
     // method that takes none, both a length and a chunked encoding (a classic way to smuggle

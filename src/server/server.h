@@ -8,6 +8,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "runtime/engine.h"
@@ -59,8 +60,8 @@ class Server {
  private:
   void routes();
   std::string metrics_text() const;
-  void note_request_start();  // on an HTTP worker thread, when a request is routed
-  void note_request_end();    // there, once its answer is written
+  void note_request_start(int peer_port);  // on an HTTP worker thread, when a request is routed
+  void note_request_end();                 // there, once its answer is written
 
   Engine& engine_;
   ServerConfig cfg_;
@@ -71,7 +72,8 @@ class Server {
   Clock::time_point started_;
   std::mutex lifecycle_mu_;  // orders run() against shutdown()
   std::atomic<bool> draining_{false};
-  std::atomic<int> requests_in_flight_{0};  // routed and not yet answered in full (logged)
+  std::mutex in_flight_mu_;
+  std::multiset<int> in_flight_peers_;  // client ports of requests routed and not yet answered in full
   bool listening_ = false;
   int port_ = -1;
 };

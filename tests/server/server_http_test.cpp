@@ -734,7 +734,8 @@ TEST_F(ServerHttp, EveryBadInputGetsItsStatusAndNamesTheField) {
   const HttpReply harmless = http_post(
       ep(), "/v1/chat/completions",
       R"({"model": "tiny", "messages": [{"role": "user", "content": "x"}], "max_tokens": 2, "tool_choice": "none",
-          "function_call": "auto", "modalities": ["text"], "audio": null})");
+          "function_call": "auto", "modalities": ["text"], "audio": null, "grammar": "", "json_schema": {},
+          "n_probs": 0, "guided_choice": []})");
   EXPECT_EQ(harmless.status, 200) << harmless.body;
   const HttpReply huge = http_post(ep(), "/v1/completions", R"({"model": "tiny", "prompt": "hi", "seed": 18446744073709551615})");
   EXPECT_NE(huge.body.find("but got 18446744073709551615"), std::string::npos) << huge.body;
