@@ -330,8 +330,8 @@ void Engine::sample_rows() {
 }
 
 void Engine::recount_length_as_stop() {
-  // A request's finish is published before its requester sees it (publish_stats), so its
-  // length is already counted here.
+  // Request::stop() says so only for a request settle_finish() settled as a Length, which
+  // publish_stats counts in the same update.
   stats_.update([](EngineStatsData& d) {
     if (d.finished_length == 0) return;
     d.finished_length--;
@@ -340,13 +340,8 @@ void Engine::recount_length_as_stop() {
 }
 
 void Engine::finish(Sequence& s, FinishReason r, const std::string& error) {
-  // Its last token completed a stop string the client matched already: a stop, as the
-  // client's answer says. (Matched after this, the client recounts it: recount_length_as_stop.)
-  if (r == FinishReason::Length && s.req->cancel_requested() && s.req->early_finish() == FinishReason::Stop)
-    r = FinishReason::Stop;
   s.done = true;
   pending_finish_.push_back({s.req, r, error});
-  fin_[static_cast<int>(r)]++;
   if (r == FinishReason::Stop || r == FinishReason::Length)
     obs_e2e_.push_back(seconds(Clock::now() - s.req->arrival()));
 }
@@ -375,10 +370,18 @@ void Engine::publish_stats(double fwd) {
     }
     d.last_batch_tokens = plan_.batch.size();
     d.generated_tokens += n_generated_step_;
-    d.finished_stop += fin_[static_cast<int>(FinishReason::Stop)];
-    d.finished_length += fin_[static_cast<int>(FinishReason::Length)];
-    d.finished_cancelled += fin_[static_cast<int>(FinishReason::Cancelled)];
-    d.finished_error += fin_[static_cast<int>(FinishReason::Error)];
+    // Counted before the requests hear of it (a client reading /metrics after its answer
+    // finds its own request there), each as settled against a stop() of its client, under
+    // the stats lock: a client's recount of a settled Length waits for this count.
+    for (PendingFinish& f : pending_finish_) {
+      f.reason = f.req->settle_finish(f.reason);
+      switch (f.reason) {
+        case FinishReason::Stop: d.finished_stop++; break;
+        case FinishReason::Length: d.finished_length++; break;
+        case FinishReason::Cancelled: d.finished_cancelled++; break;
+        default: d.finished_error++; break;
+      }
+    }
     d.preemptions = static_cast<uint64_t>(sched_.preemptions());
     for (double v : obs_ttft_) d.ttft.observe(v);
     for (double v : obs_tpot_) d.tpot.observe(v);
@@ -394,7 +397,6 @@ void Engine::publish_stats(double fwd) {
   obs_e2e_.clear();
   obs_queue_.clear();
   n_generated_step_ = 0;
-  std::fill(std::begin(fin_), std::end(fin_), 0);
   for (PendingFinish& f : pending_finish_) f.req->finish(f.reason, f.error);
   pending_finish_.clear();
 }

@@ -134,7 +134,7 @@ class Engine {
   std::vector<std::unique_ptr<Sequence>> incoming_;
   std::vector<double> obs_ttft_, obs_tpot_, obs_e2e_, obs_queue_;
   uint64_t n_generated_step_ = 0;
-  uint64_t fin_[5] = {};
+
   // Finishes are delivered after the step's stats are published, so a client that has its
   // response sees its tokens in /metrics.
   struct PendingFinish {

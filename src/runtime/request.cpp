@@ -117,6 +117,19 @@ std::vector<GeneratedLogprob> Request::prompt_logprobs() const {
   return out;
 }
 
+bool Request::stop() {
+  std::lock_guard lock(channel_->mu_);
+  end_early(kStop);
+  return settled_length_ && cancel_.load(std::memory_order_relaxed) == kStop;
+}
+
+FinishReason Request::settle_finish(FinishReason reason) {
+  std::lock_guard lock(channel_->mu_);
+  if (reason == FinishReason::Length && cancel_.load(std::memory_order_relaxed) == kStop) return FinishReason::Stop;
+  settled_length_ = reason == FinishReason::Length;
+  return reason;
+}
+
 void Request::finish(FinishReason reason, std::string error) {
   {
     std::lock_guard lock(channel_->mu_);

@@ -88,8 +88,10 @@ class Request {
   // and finishes it with FinishReason::Cancelled (unless it already finished).
   void cancel() { end_early(kCancel); }
   // The same for a stop string the client matched: finished with FinishReason::Stop, so
-  // that /metrics counts it among the stops, with its latency.
-  void stop() { end_early(kStop); }
+  // that /metrics counts it among the stops, with its latency. True when the engine had
+  // already settled the request as a Length (its last allowed token completed the stop
+  // string): the caller then recounts it (Engine::recount_length_as_stop).
+  bool stop();
   bool cancel_requested() const { return cancel_.load(std::memory_order_relaxed) != kRun; }
   // What the engine finishes a request with when it drops it for the client.
   FinishReason early_finish() const {
@@ -122,6 +124,10 @@ class Request {
   // params().top_logprobs of them are kept).
   void push_token(int32_t token, float logprob, std::span<const TokenLogprob> top);
   void finish(FinishReason reason, std::string error = {});
+  // The reason the engine counts and then delivers for a request it finishes: a Length
+  // becomes a Stop when the client's stop() came first. Settled under the channel's lock,
+  // so that exactly one of this and stop() sees the other.
+  FinishReason settle_finish(FinishReason reason);
   void set_cached_prompt_tokens(int64_t n) { cached_prompt_tokens_.store(n, std::memory_order_release); }
 
  private:
@@ -145,6 +151,7 @@ class Request {
   std::vector<float> prompt_logprob_;   // per prompt position 0..n-2, when prompt_logprobs
   std::vector<TokenLogprob> prompt_top_;
   FinishReason finish_ = FinishReason::None;
+  bool settled_length_ = false;  // settle_finish counted a Length
   std::string error_;
 };
 

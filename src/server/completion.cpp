@@ -134,8 +134,8 @@ void CompletionRun::pump() {
       c.text += c.stop.push(added);
       if (c.stop.stopped()) {
         c.finish = "stop";
-        c.req->stop();  // the engine drops it at its next step
-        if (u.finish == FinishReason::Length) engine_.recount_length_as_stop();
+        // The engine drops it at its next step, or had already counted it as a length.
+        if (c.req->stop()) engine_.recount_length_as_stop();
         break;
       }
     }
