@@ -9,11 +9,11 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <set>
+#include <ctime>
 #include <functional>
 #include <memory>
-#include <ctime>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "base/ascii.h"
@@ -335,7 +335,7 @@ void Server::shutdown(std::chrono::milliseconds grace) {
 }
 
 void Server::note_request_start(int peer_port) {
-  note_request_end();  // one never logged on this thread (none is known) is over anyway
+  note_request_end();  // a request this thread routed but never logged (no such path is known) is over
   std::lock_guard lock(in_flight_mu_);
   t_request_peer = peer_port;
   in_flight_peers_.insert(peer_port);
