@@ -17,6 +17,13 @@ inline bool ascii_iequals(const std::string& a, const std::string& b) {
   return ascii_lower(a) == ascii_lower(b);
 }
 
+// Appends a byte as \xNN (hex digits in `upper` or lower case).
+inline void append_hex_escape(std::string& out, unsigned char byte, bool upper) {
+  char esc[8];
+  std::snprintf(esc, sizeof esc, upper ? "\\x%02X" : "\\x%02x", byte);
+  out += esc;
+}
+
 // Control characters written as \xNN: text from a request, safe to put in a log line or
 // an error message.
 inline std::string escape_controls(const std::string& s) {
@@ -24,13 +31,8 @@ inline std::string escape_controls(const std::string& s) {
   out.reserve(s.size());
   for (const char ch : s) {
     const auto u = static_cast<unsigned char>(ch);
-    if (u < 0x20 || u == 0x7F) {
-      char esc[8];
-      std::snprintf(esc, sizeof esc, "\\x%02X", u);
-      out += esc;
-    } else {
-      out += ch;
-    }
+    if (u < 0x20 || u == 0x7F) append_hex_escape(out, u, true);
+    else out += ch;
   }
   return out;
 }

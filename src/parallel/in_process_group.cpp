@@ -141,12 +141,9 @@ void InProcessGroup::run(const std::function<void(Communicator&)>& body) {
     threads.emplace_back([&, r] {
       try {
         body(rank(r));
-      } catch (const std::exception& e) {
-        errors[r] = std::current_exception();
-        abort("rank " + std::to_string(r) + " failed: " + e.what());
       } catch (...) {
         errors[r] = std::current_exception();
-        abort("rank " + std::to_string(r) + " failed");
+        abort("rank " + std::to_string(r) + " failed: " + message_of(errors[r], "an unknown exception"));
       }
     });
   }

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 
+#include "base/ascii.h"
 #include "base/json_text.h"
 #include "base/mix64.h"
 #include "base/utf8.h"
@@ -37,11 +37,7 @@ json byte_values(const std::string& s) {
 std::string legacy_token(const std::string& piece) {
   if (is_valid_utf8(piece)) return piece;
   std::string out = "bytes:";
-  for (const char ch : piece) {
-    char esc[8];
-    std::snprintf(esc, sizeof esc, "\\x%02x", static_cast<unsigned char>(ch));
-    out += esc;
-  }
+  for (const char ch : piece) append_hex_escape(out, static_cast<unsigned char>(ch), false);
   return out;
 }
 
@@ -278,6 +274,15 @@ json CompletionRun::chunk(const Choice& c, const std::string& text, bool finish,
 
 bool CompletionRun::stream(const ResponseSink& sink) {
   const bool chat = job_.endpoint == Endpoint::Chat;
+  // OpenAI's first chunk of a chat choice: the role alone, no text or log-probabilities (the
+  // SDKs' stream helpers build a choice from its first chunk and then append that chunk's
+  // log-probabilities again). False: the client went away.
+  const auto open_choice = [&](Choice& c) {
+    if (!chat || c.started) return true;
+    const bool written = sink.write(sse(chunk(c, "", false)));  // while !started: the role chunk
+    c.started = true;
+    return written;
+  };
   uint64_t version = 0;
   for (;;) {
     pump();
@@ -288,13 +293,7 @@ bool CompletionRun::stream(const ResponseSink& sink) {
       // With log-probabilities, also a chunk for tokens whose text is still held back.
       const bool new_logprobs = wants_logprobs() && c.logprobs_sent < c.logprobs.size();
       if (!c.text.empty() || (c.got_token && !c.started) || new_logprobs) {
-        if (chat && !c.started) {
-          // OpenAI's first chunk of a choice: the role alone, no text or log-probabilities
-          // (the SDKs' stream helpers build a choice from its first chunk and then append
-          // that chunk's log-probabilities again).
-          if (!sink.write(sse(chunk(c, "", false)))) return cancel(), false;
-          c.started = true;
-        }
+        if (!open_choice(c)) return cancel(), false;
         if (!chat || !c.text.empty() || new_logprobs) {
           json lp = wants_logprobs() ? take_logprobs(c) : json(nullptr);
           if (!sink.write(sse(chunk(c, c.text, false, std::move(lp))))) return cancel(), false;
@@ -308,10 +307,7 @@ bool CompletionRun::stream(const ResponseSink& sink) {
         return true;
       }
       if (!c.finish.empty() && !c.finish_sent) {
-        if (chat && !c.started) {  // the role chunk comes first, always
-          if (!sink.write(sse(chunk(c, "", false)))) return cancel(), false;
-          c.started = true;
-        }
+        if (!open_choice(c)) return cancel(), false;  // the role chunk comes first, always
         if (!sink.write(sse(chunk(c, "", true)))) return cancel(), false;
         c.finish_sent = true;
       }

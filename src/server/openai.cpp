@@ -161,6 +161,61 @@ void parse_chat(const json& body, const ApiContext& ctx, CompletionJob& job) {
   for (const auto& s : ctx.chat->stop_strings()) job.stop.push_back(s);
 }
 
+// A field present with a value that asks for something: not 0, "", {}, [] or false.
+bool asks_for_something(const json& body, const char* key) {
+  const json* v = field(body, key);
+  if (!v) return false;
+  if (v->is_string()) return !v->get<std::string>().empty();
+  if (v->is_object() || v->is_array()) return !v->empty();
+  if (v->is_number()) return v->get<double>() != 0;
+  return !v->is_boolean() || v->get<bool>();
+}
+
+// Features this server does not have are refused, not silently ignored.
+void refuse_missing_features(const json& body, bool chat, int n) {
+  if (const json* t = field(body, "tools"); t && !(t->is_array() && t->empty()))
+    throw unsupported("tools", "Tool calling ('tools')");
+  if (const json* f = field(body, "functions"); f && !(f->is_array() && f->empty()))
+    throw unsupported("functions", "Function calling ('functions')");
+  // A tool choice that asks for a tool call, audio output, web search: each would change
+  // what the client expects back. "none" and "auto" ask for nothing a text reply breaks.
+  for (const char* key : {"tool_choice", "function_call"}) {
+    const json* tc = field(body, key);
+    if (tc && !(tc->is_string() && (tc->get<std::string>() == "none" || tc->get<std::string>() == "auto")))
+      throw unsupported(key, std::string("A '") + key + "' that requires a tool call");
+  }
+  if (field(body, "audio")) throw unsupported("audio", "Audio output ('audio')");
+  if (const json* mo = field(body, "modalities")) {
+    if (!mo->is_array()) throw invalid_type("modalities", "an array of strings", *mo);
+    for (const json& x : *mo)
+      if (!(x.is_string() && x.get<std::string>() == "text"))
+        throw unsupported("modalities", "Output modalities other than text");
+  }
+  if (field(body, "web_search_options")) throw unsupported("web_search_options", "Web search ('web_search_options')");
+  // Other servers' fields that constrain or shape the output (llama.cpp's, vLLM's): a
+  // client that sends them relies on them, so they are refused by name, not ignored.
+  // Values that ask for nothing (0, "", {}, [], false) are taken.
+  for (const char* key : {"grammar", "json_schema", "guided_json", "guided_regex", "guided_choice", "guided_grammar"})
+    if (asks_for_something(body, key)) throw unsupported(key, std::string("Constrained decoding ('") + key + "')");
+  if (field(body, "n_predict")) throw unsupported("n_predict", "'n_predict' (llama.cpp's name; send max_tokens)");
+  if (asks_for_something(body, "n_probs"))
+    throw unsupported("n_probs", std::string("'n_probs' (llama.cpp's name; send ") +
+                                     (chat ? "logprobs and top_logprobs)" : "logprobs)"));
+  if (const json* rf = field(body, "response_format")) {
+    if (!rf->is_object()) throw invalid_type("response_format", "an object", *rf);
+    const json* type = field(*rf, "type");
+    if (type && !(type->is_string() && type->get<std::string>() == "text")) {
+      throw unsupported("response_format.type", "Structured output ('response_format' other than text)");
+    }
+  }
+  if (const json* s = field(body, "suffix"); s && !(s->is_string() && s->get<std::string>().empty())) {
+    throw unsupported("suffix", "Insertion ('suffix')");
+  }
+  if (auto bo = get_int(body, "best_of", 1, 128); bo && *bo != 1 && *bo != n) {
+    throw unsupported("best_of", "'best_of' other than 1 or n");
+  }
+}
+
 }  // namespace
 
 json error_json(const std::string& message, const std::string& type, const std::string& param,
@@ -295,57 +350,8 @@ CompletionJob parse_completion_request(const json& body, Endpoint ep, const ApiC
   parse_sampling(body, job.gen, ctx);
   job.stop = parse_stop(body);
 
-  // Features this server does not have are refused, not silently ignored.
   parse_logprobs(body, chat, job.gen);
-  if (const json* t = field(body, "tools"); t && !(t->is_array() && t->empty()))
-    throw unsupported("tools", "Tool calling ('tools')");
-  if (const json* f = field(body, "functions"); f && !(f->is_array() && f->empty()))
-    throw unsupported("functions", "Function calling ('functions')");
-  // A tool choice that asks for a tool call, audio output, web search: each would change
-  // what the client expects back. "none" and "auto" ask for nothing a text reply breaks.
-  for (const char* key : {"tool_choice", "function_call"}) {
-    const json* tc = field(body, key);
-    if (tc && !(tc->is_string() && (tc->get<std::string>() == "none" || tc->get<std::string>() == "auto")))
-      throw unsupported(key, std::string("A '") + key + "' that requires a tool call");
-  }
-  if (field(body, "audio")) throw unsupported("audio", "Audio output ('audio')");
-  if (const json* mo = field(body, "modalities")) {
-    if (!mo->is_array()) throw invalid_type("modalities", "an array of strings", *mo);
-    for (const json& x : *mo)
-      if (!(x.is_string() && x.get<std::string>() == "text"))
-        throw unsupported("modalities", "Output modalities other than text");
-  }
-  if (field(body, "web_search_options")) throw unsupported("web_search_options", "Web search ('web_search_options')");
-  // Other servers' fields that constrain or shape the output (llama.cpp's, vLLM's): a
-  // client that sends them relies on them, so they are refused by name, not ignored.
-  // Values that ask for nothing (0, "", {}, [], false) are taken.
-  const auto asks = [&](const char* key) {
-    const json* v = field(body, key);
-    if (!v) return false;
-    if (v->is_string()) return !v->get<std::string>().empty();
-    if (v->is_object() || v->is_array()) return !v->empty();
-    if (v->is_number()) return v->get<double>() != 0;
-    return !v->is_boolean() || v->get<bool>();
-  };
-  for (const char* key : {"grammar", "json_schema", "guided_json", "guided_regex", "guided_choice", "guided_grammar"})
-    if (asks(key)) throw unsupported(key, std::string("Constrained decoding ('") + key + "')");
-  if (field(body, "n_predict")) throw unsupported("n_predict", "'n_predict' (llama.cpp's name; send max_tokens)");
-  if (asks("n_probs"))
-    throw unsupported("n_probs", std::string("'n_probs' (llama.cpp's name; send ") +
-                                     (chat ? "logprobs and top_logprobs)" : "logprobs)"));
-  if (const json* rf = field(body, "response_format")) {
-    if (!rf->is_object()) throw invalid_type("response_format", "an object", *rf);
-    const json* type = field(*rf, "type");
-    if (type && !(type->is_string() && type->get<std::string>() == "text")) {
-      throw unsupported("response_format.type", "Structured output ('response_format' other than text)");
-    }
-  }
-  if (const json* s = field(body, "suffix"); s && !(s->is_string() && s->get<std::string>().empty())) {
-    throw unsupported("suffix", "Insertion ('suffix')");
-  }
-  if (auto bo = get_int(body, "best_of", 1, 128); bo && *bo != 1 && *bo != job.n) {
-    throw unsupported("best_of", "'best_of' other than 1 or n");
-  }
+  refuse_missing_features(body, chat, job.n);
   if (const json* u = field(body, "user"); u && !u->is_string()) throw invalid_type("user", "a string", *u);
 
   bool echo = false;

@@ -50,6 +50,13 @@ thread_local int t_request_peer = -1;
 // out its 5 s keep-alive timeout before it noticed the server stopped (the OpenAI SDKs'
 // connection pools hold such connections). A connection whose reply is still being written
 // is left alone: httplib takes a connection that reads as ended for a client that left.
+// The port of an IPv4 or IPv6 socket address, else -1.
+int port_of(const sockaddr_storage& a) {
+  if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&a)->sin_port);
+  if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&a)->sin6_port);
+  return -1;
+}
+
 void end_connection_reads(int port, const std::multiset<int>& busy) {
   DIR* dir = ::opendir("/proc/self/fd");
   if (!dir) return;
@@ -57,22 +64,13 @@ void end_connection_reads(int port, const std::multiset<int>& busy) {
     const int fd = std::atoi(e->d_name);
     struct stat st {};
     if (fd <= 2 || fd == ::dirfd(dir) || ::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-    sockaddr_storage addr{};
-    socklen_t len = sizeof addr;
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) continue;
-    const int local = addr.ss_family == AF_INET    ? ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port)
-                      : addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
-                                                   : -1;
+    sockaddr_storage local{}, peer{};
+    socklen_t local_len = sizeof local, peer_len = sizeof peer;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 || port_of(local) != port) continue;
     int listening = 0;
     socklen_t n = sizeof listening;
-    if (local != port || ::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &n) != 0 || listening) continue;
-    sockaddr_storage peer{};
-    len = sizeof peer;
-    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) continue;
-    const int peer_port = peer.ss_family == AF_INET    ? ntohs(reinterpret_cast<sockaddr_in*>(&peer)->sin_port)
-                          : peer.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&peer)->sin6_port)
-                                                       : -1;
-    if (busy.count(peer_port)) continue;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &n) != 0 || listening) continue;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0 || busy.count(port_of(peer))) continue;
     ::shutdown(fd, SHUT_RD);
   }
   ::closedir(dir);
@@ -452,15 +450,8 @@ void Server::routes() {
   });
 
   s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string msg = "internal error";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      msg = e.what();
-    } catch (...) {
-    }
     // Thrown anywhere, maybe with a body half read: the connection ends with the answer.
-    send_json_and_close(res, 500, error_json(msg, "server_error", "", ""));
+    send_json_and_close(res, 500, error_json(message_of(ep, "internal error"), "server_error", "", ""));
   });
 
   // Counted before the response is written (the logger runs after the client already has it,
