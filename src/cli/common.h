@@ -22,6 +22,7 @@ struct ModelArgs {
   double capacity_factor = 1.0;
   std::string expert_cache, expert_policy = "eb-lfu", expert_profile;
   bool no_prefetch = false;
+  bool no_bounce_reads = false;
   int prefetch_layers = 0;  // 0: by cache size (auto_prefetch_layers)
   int io_threads = 8;
   std::string kv_type = "f32";

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -11,17 +12,32 @@
 #include "base/worker_signals.h"
 
 namespace sy {
+namespace {
 
-DirectReader::DirectReader(const std::string& path, int io_threads) : path_(path) {
+// The bounce buffer of the calling thread, when it is an I/O thread of `owner`.
+struct Bounce {
+  const DirectReader* owner = nullptr;
+  uint8_t* data = nullptr;
+};
+thread_local Bounce t_bounce;
+
+}  // namespace
+
+DirectReader::DirectReader(const std::string& path, int io_threads, size_t bounce_bytes) : path_(path) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
   direct_ = fd_ >= 0;
   if (!direct_) fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) throw Error(path + ": cannot open for expert loading: " + std::strerror(errno));
   ring_.resize(256);
-  for (int i = 0; i < io_threads; ++i) threads_.emplace_back([this] {
-    block_stop_signals_in_this_thread();
-    loop();
-  });
+  if (bounce_bytes > 0) {
+    bounce_bytes_ = (bounce_bytes + kAlign - 1) / kAlign * kAlign;
+    for (int i = 0; i < io_threads; ++i) bounce_.emplace_back(bounce_bytes_, /*prefault=*/true);
+  }
+  for (int i = 0; i < io_threads; ++i)
+    threads_.emplace_back([this, i] {
+      block_stop_signals_in_this_thread();
+      loop(bounce_.empty() ? nullptr : bounce_[static_cast<size_t>(i)].data());
+    });
 }
 
 DirectReader::~DirectReader() {
@@ -60,18 +76,37 @@ const uint8_t* DirectReader::read(uint8_t* buf, uint64_t offset, size_t len) con
       }
     }
   } done_guard{*this, t0};
+  if (t_bounce.owner == this) {
+    // In pieces of the bounce buffer's size, each copied to its place.
+    while (done < want) {
+      const size_t piece = std::min(bounce_bytes_, want - done);
+      size_t got = 0;
+      read_span(t_bounce.data, start + done, piece, got);
+      std::memcpy(buf + done, t_bounce.data, got);
+      done += got;
+      if (got < piece) break;
+    }
+  } else {
+    read_span(buf, start, want, done);
+  }
+  if (done < offset - start + len) throw Error(path_ + ": expert data past the end of the file (truncated?)");
+  if (!direct_)
+    ::posix_fadvise(fd_, static_cast<off_t>(start), static_cast<off_t>(want), POSIX_FADV_DONTNEED);
+  return buf + (offset - start);
+}
+
+// Reads up to `want` bytes at `start` into dst; `done` counts them (fewer at the end of the file).
+void DirectReader::read_span(uint8_t* dst, uint64_t start, size_t want, size_t& done) const {
   while (done < want) {
-    const ssize_t n = ::pread(fd_, buf + done, want - done, static_cast<off_t>(start + done));
+    const ssize_t n = ::pread(fd_, dst + done, want - done, static_cast<off_t>(start + done));
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw Error(path_ + ": expert read failed at offset " + std::to_string(start + done) + ": " + std::strerror(errno));
+      throw Error(path_ + ": expert read failed at offset " + std::to_string(start + done) + ": " +
+                  std::strerror(errno));
     }
     if (n == 0) break;  // end of file: the last tensor need not fill the aligned tail
     done += static_cast<size_t>(n);
   }
-  if (done < offset - start + len) throw Error(path_ + ": expert data past the end of the file (truncated?)");
-  if (!direct_) ::posix_fadvise(fd_, static_cast<off_t>(start), static_cast<off_t>(want), POSIX_FADV_DONTNEED);
-  return buf + (offset - start);
 }
 
 ReadStats DirectReader::stats() const {
@@ -97,14 +132,16 @@ void DirectReader::submit(std::function<void()> job, bool urgent) {
       ring_ = std::move(grown);
       head_ = 0;
     }
-    const size_t at = urgent ? (head_ = (head_ + ring_.size() - 1) % ring_.size()) : (head_ + queued_) % ring_.size();
+    const size_t at =
+        urgent ? (head_ = (head_ + ring_.size() - 1) % ring_.size()) : (head_ + queued_) % ring_.size();
     ring_[at] = Job{std::move(job), now_seconds()};
     queued_++;
   }
   cv_.notify_one();
 }
 
-void DirectReader::loop() {
+void DirectReader::loop(uint8_t* bounce) {
+  if (bounce) t_bounce = {this, bounce};
   for (;;) {
     Job job;
     {

@@ -104,7 +104,7 @@ TieredExpertStore::TieredExpertStore(const GgufFile& f, const HParams& hp, const
   require_available_memory(static_cast<size_t>(cap) * slot_bytes,
                            "--expert-cache (" + std::to_string(cap) + " expert slots)",
                            "give a smaller --expert-cache");
-  reader_ = std::make_unique<DirectReader>(f.path(), opt.io_threads);
+  reader_ = std::make_unique<DirectReader>(f.path(), opt.io_threads, opt.bounce_bytes);
   slots_.resize(static_cast<size_t>(cap));
   for (Slot& s : slots_) {
     for (int i = 0; i < 3; ++i) {

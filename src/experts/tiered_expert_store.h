@@ -28,12 +28,15 @@ class GgufFile;
 struct HParams;
 
 struct TieredStoreOptions {
-  size_t budget_bytes = 0;        // RAM for resident experts
+  size_t budget_bytes = 0;  // RAM for resident experts
   std::string policy = "eb-lfu";
-  int io_threads = 8;  // random ~1 MiB O_DIRECT reads here: 12 in flight read 1.3-1.5x faster than 4
-  std::string profile;            // trace whose hottest experts are pinned (how many: experts/profile_pins.h)
+  int io_threads = 8;   // random ~1 MiB O_DIRECT reads here: 12 in flight read 1.3-1.5x faster than 4
+  std::string profile;  // trace whose hottest experts are pinned (how many: experts/profile_pins.h)
   bool predictive_prefetch = true;
   int prefetch_layers = 0;  // MoE layers ahead to predict and load; 0: auto_prefetch_layers()
+  // Each I/O thread's bounce buffer (DirectReader): reads land in it and are copied into
+  // their slot; 0 reads straight into the slots.
+  size_t bounce_bytes = size_t{2} << 20;
 };
 
 // Prefetch depth for a cache of budget_bytes out of all_bytes: 2 layers ahead once the
@@ -52,14 +55,14 @@ size_t parse_expert_cache_size(const std::string& s, size_t all_expert_bytes);
 std::string slot_huge_page_warning(double fraction, const std::string& thp_mode);
 
 struct ExpertStoreStats {
-  int64_t hits = 0;            // needed experts that were resident when their layer came
+  int64_t hits = 0;  // needed experts that were resident when their layer came
   int64_t misses = 0;
   int64_t prefetch_issued = 0;
-  int64_t prefetch_used = 0;   // prefetched experts that the next layer needed
+  int64_t prefetch_used = 0;  // prefetched experts that the next layer needed
   int64_t bytes_read = 0;
-  double read_seconds = 0;     // I/O jobs' time (read and repack), summed over loads (they overlap)
-  double pack_seconds = 0;     // of which repacking into the kernels' layout
-  double wait_seconds = 0;     // time the compute thread waited for loads
+  double read_seconds = 0;  // I/O jobs' time (read and repack), summed over loads (they overlap)
+  double pack_seconds = 0;  // of which repacking into the kernels' layout
+  double wait_seconds = 0;  // time the compute thread waited for loads
   int64_t loads = 0;
   // Prefetched experts that were used: their loads' latency (issue to ready) summed, and
   // how much of it the compute still waited for. The difference is the miss latency that
@@ -100,8 +103,8 @@ class TieredExpertStore : public ExpertStore {
   std::vector<FileRange> expert_reads() const;
 
  private:
-  struct Source {             // where a unit's three matrices are in the file
-    WeightMatrix m[3];        // gate, up, down; data = null
+  struct Source {       // where a unit's three matrices are in the file
+    WeightMatrix m[3];  // gate, up, down; data = null
     uint64_t offset[3];
   };
   enum class State { Empty, Loading, Ready, Failed };
@@ -111,16 +114,18 @@ class TieredExpertStore : public ExpertStore {
     State state = State::Empty;
     int pins = 0;
     bool permanent = false;
-    int parts_left = 0;  // tensors still loading
+    int parts_left = 0;                  // tensors still loading
     double issued_at = 0, ready_at = 0;  // the last load's start and end (seconds)
-    bool prefetch_use = false;  // planned as a use of a prefetched load: its latency counts once
+    bool prefetch_use = false;           // planned as a use of a prefetched load: its latency counts once
     FfnWeights w;
     std::string error;
   };
 
   // Neither in use by the running layer nor still loading.
   static bool evictable(const Slot& s) { return s.pins == 0 && s.state != State::Loading; }
-  bool can_evict(int unit) const { return slot_of_[unit] >= 0 && evictable(slots_[slot_of_[unit]]) && !shielded_[unit]; }
+  bool can_evict(int unit) const {
+    return slot_of_[unit] >= 0 && evictable(slots_[slot_of_[unit]]) && !shielded_[unit];
+  }
   int unit_of(int layer, int expert) const;
   // A slot for `unit`, evicting the policy's victim if the layer is full; `tokens` is the
   // use it is claimed for (0: a prefetch). -1 when every slot of the layer is pinned.
@@ -145,15 +150,15 @@ class TieredExpertStore : public ExpertStore {
   std::unique_ptr<DirectReader> reader_;
   WeightArena arena_;
   std::vector<Slot> slots_;
-  std::vector<int> slot_of_;     // unit -> slot, -1 when not resident
+  std::vector<int> slot_of_;  // unit -> slot, -1 when not resident
   std::vector<uint8_t> planned_, prefetched_;
-  std::vector<uint8_t> shielded_;  // predicted for the layer a prefetch is filling: not a victim
+  std::vector<uint8_t> shielded_;        // predicted for the layer a prefetch is filling: not a victim
   std::vector<double> deferred_tokens_;  // tokens of an expert plan_layer deferred (0: none)
   std::unique_ptr<ExpertCache> cache_;
   std::string policy_name_;
-  int pinned_ = 0;               // slots with pins > 0
+  int pinned_ = 0;  // slots with pins > 0
   std::vector<int> profile_pins_;
-  int per_layer_ = 0;            // slots per MoE layer
+  int per_layer_ = 0;  // slots per MoE layer
   std::vector<int> resident_in_layer_;
   int used_slots_ = 0;
   std::vector<int> plan_units_;  // plan_layer's scratch
