@@ -39,10 +39,14 @@ struct TieredStoreOptions {
   size_t bounce_bytes = size_t{2} << 20;
 };
 
-// Prefetch depth for a cache of budget_bytes out of all_bytes: 2 layers ahead once the
-// cache holds two thirds of the experts (few misses per layer, so one layer of lead left
-// the disk idle: +2 to +24% tokens/s at 75% in six interleaved pairs on olmoe Q4_0), else 1
-// (at 25%, loading two layers ahead evicts experts still needed: -3%).
+// Prefetch depth for a store that reads `expert_reads_per_layer` experts a MoE layer on
+// average with `io_threads` I/O threads: 1 to 3 layers (see the .cpp for the figures).
+int prefetch_layers_for(double expert_reads_per_layer, int io_threads);
+
+// Prefetch depth before any layer has run, for a cache of budget_bytes out of all_bytes: 2 layers ahead once
+// the cache holds two thirds of the experts (few misses per layer, so one layer of lead left the disk idle:
+// +2 to +24% tokens/s at 75% in six interleaved pairs on olmoe Q4_0), else 1 (at 25%, loading two layers
+// ahead evicts experts still needed: -3%).
 int auto_prefetch_layers(size_t budget_bytes, size_t all_bytes);
 
 // Parses an --expert-cache value: bytes ("123456"), with a unit ("512MB", "2GB", "1.5GiB"),
@@ -91,6 +95,17 @@ class TieredExpertStore : public ExpertStore {
     return stats_;
   }
   const std::string& policy_name() const { return policy_name_; }
+  // The prefetch depth for the misses the layers have been seeing (prefetch_layers_for),
+  // set as each layer is planned; `initial` until then.
+  int suggested_prefetch_layers() const { return suggested_layers_.load(std::memory_order_relaxed); }
+  void set_initial_prefetch_layers(int initial) {
+    suggested_layers_.store(initial, std::memory_order_relaxed);
+  }
+  // The moving average behind it: experts a planned layer needed read (-1 before any).
+  double reads_per_layer() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reads_per_layer_;
+  }
   // Experts pinned from --expert-profile, per MoE layer (empty without a profile).
   const std::vector<int>& profile_pins() const { return profile_pins_; }
   bool direct_io() const { return reader_->direct(); }
@@ -142,6 +157,8 @@ class TieredExpertStore : public ExpertStore {
   // load's latency).
   double wait_ready(int slot, std::unique_lock<std::mutex>& lock);
   void pin_profile(const std::string& path, const std::string& policy);
+  // Call with mu_ held, once per planned layer, with the experts it needed read.
+  void note_layer_reads(double reads);
 
   const HParams& hp_;
   std::vector<int> moe_index_;  // layer -> MoE layer index or -1
@@ -156,7 +173,9 @@ class TieredExpertStore : public ExpertStore {
   std::vector<double> deferred_tokens_;  // tokens of an expert plan_layer deferred (0: none)
   std::unique_ptr<ExpertCache> cache_;
   std::string policy_name_;
-  int pinned_ = 0;  // slots with pins > 0
+  int pinned_ = 0;               // slots with pins > 0
+  double reads_per_layer_ = -1;  // moving average of the experts a planned layer needed read (-1: none yet)
+  std::atomic<int> suggested_layers_{1};
   std::vector<int> profile_pins_;
   int per_layer_ = 0;  // slots per MoE layer
   std::vector<int> resident_in_layer_;

@@ -38,8 +38,10 @@ class Model {
   TieredExpertStore* tiered_experts() const { return dynamic_cast<TieredExpertStore*>(experts_.get()); }
   DType kv_type() const { return kv_type_; }
   // MoE layers ahead whose experts predictive prefetch starts loading (0: none; only
-  // with the expert-buffering store).
-  int prefetch_layers() const { return prefetch_layers_; }
+  // with the expert-buffering store). Without --prefetch-layers it follows the misses the
+  // store sees (TieredExpertStore::suggested_prefetch_layers).
+  int prefetch_layers() const;
+  bool prefetch_layers_follow_misses() const { return prefetch_auto_; }
   // Bytes of all routed experts together.
   size_t all_expert_bytes() const;
   const Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -66,6 +68,7 @@ class Model {
   std::unique_ptr<Tokenizer> tokenizer_;
   DType kv_type_ = DType::F32;
   int prefetch_layers_ = 0;
+  bool prefetch_auto_ = false;
 };
 
 }  // namespace sy

@@ -105,6 +105,7 @@ void probe_disk(BenchRun& r, json& out) {
                          {"policy", r.tiered->policy_name()},
                          {"direct_io", r.tiered->direct_io()},
                          {"prefetch_layers", model.prefetch_layers()},
+                         {"prefetch_layers_follow_misses", model.prefetch_layers_follow_misses()},
                          {"disk_read_gbps", r.disk_bw},
                          {"disk_read_gbps_one_stream", r.disk_bw1},
                          {"disk_read_gbps_expert_reads", r.disk_bw_experts},
@@ -122,8 +123,11 @@ void probe_disk(BenchRun& r, json& out) {
       (on_huge_pages < 0 ? std::string("huge pages unknown")
                          : std::to_string(static_cast<int>(100 * on_huge_pages)) + "% on huge pages") +
       "), policy " + r.tiered->policy_name() + pinned +
-      (model.prefetch_layers() > 0 ? ", prefetch " + std::to_string(model.prefetch_layers()) + " layer(s) ahead"
-                                   : std::string(", no prefetch")));
+      (model.prefetch_layers() == 0 ? std::string(", no prefetch")
+       : model.prefetch_layers_follow_misses()
+           ? ", prefetch 1-3 layers ahead as the misses go (" + std::to_string(model.prefetch_layers()) +
+                 " to start)"
+           : ", prefetch " + std::to_string(model.prefetch_layers()) + " layer(s) ahead"));
 }
 
 json expert_cache_figures(const BenchRun& r, const StoreCounters& before_all, const StoreCounters& after,
@@ -162,6 +166,7 @@ json expert_cache_figures(const BenchRun& r, const StoreCounters& before_all, co
               // And against what the disk gives the store's own pattern of reads.
               {"percent_of_disk_bound_expert_reads", percent_of(disk_bound(r.disk_bw_experts))},
               {"prefetch_issued", use.prefetch_issued},
+              {"prefetch_layers_at_end", r.model.prefetch_layers()},
               {"prefetch_used", static_cast<int64_t>(use.prefetched)},
               // Of the experts prefetch loaded, the share the next layer used.
               {"prefetch_accuracy", use.prefetch_accuracy()},

@@ -335,6 +335,51 @@ TEST(ExpertStore, PrefetchDepthFollowsCacheSize) {
   EXPECT_EQ(Model::load(path, o)->prefetch_layers(), 3);
 }
 
+// Once layers run, the depth follows the experts each layer had to read: enough layers
+// ahead for their loads (three reads an expert) to fill the I/O threads, 1 to 3.
+TEST(ExpertStore, PrefetchDepthFollowsTheMisses) {
+  EXPECT_EQ(prefetch_layers_for(5.9, 8), 1);  // uniform olmoe at 25%: 17.7 reads a layer
+  EXPECT_EQ(prefetch_layers_for(2.7, 8), 1);
+  EXPECT_EQ(prefetch_layers_for(2.6, 8), 2);
+  EXPECT_EQ(prefetch_layers_for(1.7, 8), 2);  // skewed olmoe at 50%
+  EXPECT_EQ(prefetch_layers_for(1.3, 8), 3);
+  EXPECT_EQ(prefetch_layers_for(0.0, 8), 3);  // nothing to read: looking ahead costs nothing
+  EXPECT_EQ(prefetch_layers_for(1.7, 32), 3);
+  const std::string path = std::string(SY_SOURCE_DIR) + "/models/tiny-mixtral-f16.gguf";
+  const std::vector<int32_t> prompt = {1, 450, 7458, 411, 23226, 338};
+  for (const std::string cache : {"25%", "100%"}) {
+    ModelOptions o;
+    o.expert_cache = cache;
+    auto m = Model::load(path, o);
+    ASSERT_TRUE(m->prefetch_layers_follow_misses());
+    ASSERT_EQ(m->prefetch_layers(),
+              auto_prefetch_layers(cache == "25%" ? 1 : 4, 4));  // by size until a layer ran
+    run(*m, prompt, 24);
+    const ExpertStoreStats st = m->tiered_experts()->stats();
+    if (cache == "100%") {
+      // Only the first uses of each expert read: the average decays towards none.
+      EXPECT_LT(m->tiered_experts()->reads_per_layer(), 0.5);
+      EXPECT_EQ(m->prefetch_layers(), 3);
+    } else {
+      // Two slots a layer for top-2 routing over 8 experts: most layers read one or two.
+      const double per_layer = static_cast<double>(st.misses + st.prefetch_used) /
+                               static_cast<double>(st.hits + st.misses) * m->hparams().n_expert_used;
+      const double avg = m->tiered_experts()->reads_per_layer();
+      EXPECT_GT(per_layer, 0.5);
+      EXPECT_GT(avg, 0.25 * per_layer);
+      EXPECT_LT(avg, 2.0);  // a layer reads at most its top-2
+      EXPECT_EQ(m->prefetch_layers(), prefetch_layers_for(avg, m->tiered_experts()->io_threads()));
+    }
+  }
+  ModelOptions fixed;
+  fixed.expert_cache = "100%";
+  fixed.tiered.prefetch_layers = 1;
+  auto m = Model::load(path, fixed);
+  EXPECT_FALSE(m->prefetch_layers_follow_misses());
+  run(*m, prompt, 24);
+  EXPECT_EQ(m->prefetch_layers(), 1);
+}
+
 // The miss latency prefetching hides: a prefetched expert whose load finished before its
 // layer came counts its whole load time as hidden; a demand miss counts nothing.
 TEST(ExpertStore, CountsTheLoadLatencyPrefetchHid) {
