@@ -64,8 +64,8 @@ void ModelArgs::add_to(CLI::App& app, bool with_moe) {
       ->needs(cache);
   app.add_option(
          "--prefetch-layers", prefetch_layers,
-         "MoE layers ahead whose predicted experts start loading early (expert cache only; default: 2 "
-         "when the cache holds at least two thirds of the experts, else 1)")
+         "MoE layers ahead whose predicted experts start loading early (expert cache only; default: 1 to 3, "
+         "following how many experts each layer has had to read)")
       ->check(CLI::Range(1, 8))
       ->needs(cache)
       ->excludes(no_prefetch_flag);  // a depth for prefetches that are off: one of the two is a mistake
