@@ -492,17 +492,19 @@ void TieredExpertStore::note_layer_reads(double reads) {
 }
 
 int prefetch_layers_for(double expert_reads_per_layer, int io_threads) {
-  // Each expert is three reads (gate, up, down). Enough layers ahead that their predicted
-  // loads fill the I/O threads: fewer misses a layer leave the disk idle at every layer
-  // boundary unless later layers' loads are already queued, while many misses a layer
-  // fill the queue on their own and looking further ahead only evicts experts that the
-  // nearer layers still need. Packed olmoe Q4_0, 64-token decodes, page cache dropped:
-  // skewed routing at a 50% cache (1.7 misses a layer) 22.5 / 24.3 / 24.8 tokens/s with
-  // 1 / 2 / 3 layers; uniform at 75% (1.9) 23.0 / 23.3 with 2 / 3; uniform at 25% (5.9)
-  // -3% with 2 against 1.
+  // Each expert is three reads (gate, up, down). A layer whose own loads fill the I/O
+  // threads needs no lead beyond the next layer, and looking further only evicts experts
+  // that the nearer layers still need (uniform olmoe at 25% and 50%, 5.9 and 3.9 experts a
+  // layer: -3% with 2 layers against 1, earlier sessions). Fewer reads leave the disk idle
+  // at every layer boundary unless later layers' loads are queued already: then enough
+  // layers for one and a half times the threads. Packed olmoe Q4_0, 64-token decodes, page
+  // cache dropped: skewed routing at a 50% cache (1.7 a layer) 22.5 / 24.3 / 24.8 tokens/s
+  // with 1 / 2 / 3 layers; uniform at 75% (1.9) 21.9 / 22.5, 22.1 / 22.8 and 23.0 / 23.3 with
+  // 2 / 3 in three pairs.
   if (expert_reads_per_layer <= 0) return 3;
-  const double parts = 3.0 * expert_reads_per_layer;
-  return static_cast<int>(std::clamp(std::ceil(static_cast<double>(io_threads) / parts), 1.0, 3.0));
+  const double parts = 3.0 * expert_reads_per_layer, threads = io_threads;
+  if (parts >= threads) return 1;
+  return static_cast<int>(std::clamp(std::ceil(1.5 * threads / parts), 2.0, 3.0));
 }
 
 int auto_prefetch_layers(size_t budget_bytes, size_t all_bytes) {

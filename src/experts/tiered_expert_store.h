@@ -40,7 +40,8 @@ struct TieredStoreOptions {
 };
 
 // Prefetch depth for a store that reads `expert_reads_per_layer` experts a MoE layer on
-// average with `io_threads` I/O threads: 1 to 3 layers (see the .cpp for the figures).
+// average with `io_threads` I/O threads: 1 when a layer's own reads fill the threads,
+// else 2 or 3 layers (see the .cpp for the figures).
 int prefetch_layers_for(double expert_reads_per_layer, int io_threads);
 
 // Prefetch depth before any layer has run, for a cache of budget_bytes out of all_bytes: 2 layers ahead once

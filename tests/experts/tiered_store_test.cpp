@@ -335,14 +335,17 @@ TEST(ExpertStore, PrefetchDepthFollowsCacheSize) {
   EXPECT_EQ(Model::load(path, o)->prefetch_layers(), 3);
 }
 
-// Once layers run, the depth follows the experts each layer had to read: enough layers
-// ahead for their loads (three reads an expert) to fill the I/O threads, 1 to 3.
+// Once layers run, the depth follows the experts each layer had to read (three reads an
+// expert): 1 when a layer's own reads fill the I/O threads, else 2 or 3.
 TEST(ExpertStore, PrefetchDepthFollowsTheMisses) {
   EXPECT_EQ(prefetch_layers_for(5.9, 8), 1);  // uniform olmoe at 25%: 17.7 reads a layer
-  EXPECT_EQ(prefetch_layers_for(2.7, 8), 1);
+  EXPECT_EQ(prefetch_layers_for(3.9, 8), 1);  // at 50%
+  EXPECT_EQ(prefetch_layers_for(2.7, 8), 1);  // 8.1 reads: the layer fills the threads
   EXPECT_EQ(prefetch_layers_for(2.6, 8), 2);
-  EXPECT_EQ(prefetch_layers_for(1.7, 8), 2);  // skewed olmoe at 50%
-  EXPECT_EQ(prefetch_layers_for(1.3, 8), 3);
+  EXPECT_EQ(prefetch_layers_for(2.2, 8), 2);
+  EXPECT_EQ(prefetch_layers_for(1.9, 8), 3);  // uniform olmoe at 75%
+  EXPECT_EQ(prefetch_layers_for(1.7, 8), 3);  // skewed olmoe at 50%
+  EXPECT_EQ(prefetch_layers_for(0.3, 8), 3);
   EXPECT_EQ(prefetch_layers_for(0.0, 8), 3);  // nothing to read: looking ahead costs nothing
   EXPECT_EQ(prefetch_layers_for(1.7, 32), 3);
   const std::string path = std::string(SY_SOURCE_DIR) + "/models/tiny-mixtral-f16.gguf";
