@@ -12,6 +12,7 @@
 #include "base/worker_signals.h"
 
 namespace sy {
+
 namespace {
 
 // The bounce buffer of the calling thread, when it is an I/O thread of `owner`.
@@ -33,11 +34,10 @@ DirectReader::DirectReader(const std::string& path, int io_threads, size_t bounc
     bounce_bytes_ = (bounce_bytes + kAlign - 1) / kAlign * kAlign;
     for (int i = 0; i < io_threads; ++i) bounce_.emplace_back(bounce_bytes_, /*prefault=*/true);
   }
-  for (int i = 0; i < io_threads; ++i)
-    threads_.emplace_back([this, i] {
-      block_stop_signals_in_this_thread();
-      loop(bounce_.empty() ? nullptr : bounce_[static_cast<size_t>(i)].data());
-    });
+  for (int i = 0; i < io_threads; ++i) threads_.emplace_back([this, i] {
+    block_stop_signals_in_this_thread();
+    loop(bounce_.empty() ? nullptr : bounce_[static_cast<size_t>(i)].data());
+  });
 }
 
 DirectReader::~DirectReader() {
@@ -90,8 +90,7 @@ const uint8_t* DirectReader::read(uint8_t* buf, uint64_t offset, size_t len) con
     read_span(buf, start, want, done);
   }
   if (done < offset - start + len) throw Error(path_ + ": expert data past the end of the file (truncated?)");
-  if (!direct_)
-    ::posix_fadvise(fd_, static_cast<off_t>(start), static_cast<off_t>(want), POSIX_FADV_DONTNEED);
+  if (!direct_) ::posix_fadvise(fd_, static_cast<off_t>(start), static_cast<off_t>(want), POSIX_FADV_DONTNEED);
   return buf + (offset - start);
 }
 
@@ -101,8 +100,7 @@ void DirectReader::read_span(uint8_t* dst, uint64_t start, size_t want, size_t& 
     const ssize_t n = ::pread(fd_, dst + done, want - done, static_cast<off_t>(start + done));
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw Error(path_ + ": expert read failed at offset " + std::to_string(start + done) + ": " +
-                  std::strerror(errno));
+      throw Error(path_ + ": expert read failed at offset " + std::to_string(start + done) + ": " + std::strerror(errno));
     }
     if (n == 0) break;  // end of file: the last tensor need not fill the aligned tail
     done += static_cast<size_t>(n);
@@ -132,8 +130,7 @@ void DirectReader::submit(std::function<void()> job, bool urgent) {
       ring_ = std::move(grown);
       head_ = 0;
     }
-    const size_t at =
-        urgent ? (head_ = (head_ + ring_.size() - 1) % ring_.size()) : (head_ + queued_) % ring_.size();
+    const size_t at = urgent ? (head_ = (head_ + ring_.size() - 1) % ring_.size()) : (head_ + queued_) % ring_.size();
     ring_[at] = Job{std::move(job), now_seconds()};
     queued_++;
   }

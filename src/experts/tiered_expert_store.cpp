@@ -17,9 +17,7 @@
 namespace sy {
 
 size_t parse_expert_cache_size(const std::string& s, size_t all_expert_bytes) {
-  const std::string err =
-      "--expert-cache '" + s +
-      "': expected bytes (1073741824), a size (512MB, 2GB) or a fraction of the experts (0.25, 25%)";
+  const std::string err = "--expert-cache '" + s + "': expected bytes (1073741824), a size (512MB, 2GB) or a fraction of the experts (0.25, 25%)";
   size_t used = 0;
   double v = 0;
   try {
@@ -30,28 +28,19 @@ size_t parse_expert_cache_size(const std::string& s, size_t all_expert_bytes) {
   std::string unit = s.substr(used);
   for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   double bytes = 0;
-  if (unit.empty())
-    bytes = v <= 1.0 ? v * static_cast<double>(all_expert_bytes) : v;
-  else if (unit == "%")
-    bytes = v / 100.0 * static_cast<double>(all_expert_bytes);
-  else if (unit == "B")
-    bytes = v;
-  else if (unit == "K" || unit == "KB" || unit == "KIB")
-    bytes = v * 1024;
-  else if (unit == "M" || unit == "MB" || unit == "MIB")
-    bytes = v * 1024 * 1024;
-  else if (unit == "G" || unit == "GB" || unit == "GIB")
-    bytes = v * 1024 * 1024 * 1024;
-  else
-    throw Error(err);
+  if (unit.empty()) bytes = v <= 1.0 ? v * static_cast<double>(all_expert_bytes) : v;
+  else if (unit == "%") bytes = v / 100.0 * static_cast<double>(all_expert_bytes);
+  else if (unit == "B") bytes = v;
+  else if (unit == "K" || unit == "KB" || unit == "KIB") bytes = v * 1024;
+  else if (unit == "M" || unit == "MB" || unit == "MIB") bytes = v * 1024 * 1024;
+  else if (unit == "G" || unit == "GB" || unit == "GIB") bytes = v * 1024 * 1024 * 1024;
+  else throw Error(err);
   if (!(bytes > 0) || !std::isfinite(bytes)) throw Error(err);
   // A share above all of the experts is a typo, not a budget (a byte size may exceed them).
-  if (unit == "%" && v > 100)
-    throw Error("--expert-cache '" + s + "': a share of the experts is at most 100%");
+  if (unit == "%" && v > 100) throw Error("--expert-cache '" + s + "': a share of the experts is at most 100%");
   // A bare number above 1 counts bytes: "1.5" meant a share, and would leave one byte.
   if (unit.empty() && v > 1.0 && v != std::floor(v)) {
-    throw Error("--expert-cache '" + s +
-                "': a bare number above 1 is a byte count and must be whole; a share of the " +
+    throw Error("--expert-cache '" + s + "': a bare number above 1 is a byte count and must be whole; a share of the " +
                 "experts is 0 to 1 (0.5) or a percentage (50%), a size takes a unit (1.5GB)");
   }
   // Past 2^63 the conversion to size_t is undefined; no machine has that much memory anyway.
@@ -62,16 +51,14 @@ size_t parse_expert_cache_size(const std::string& s, size_t all_expert_bytes) {
 std::string slot_huge_page_warning(double fraction, const std::string& thp_mode) {
   if (fraction < 0 || fraction >= 0.5) return "";
   // Off: how to switch them on. On: the kernel found too few free 2 MiB blocks.
-  const std::string fix =
-      thp_mode == "never"
-          ? "enable them with 'echo madvise > /sys/kernel/mm/transparent_hugepage/enabled' (as root)"
-          : "free some memory, or compact it with 'echo 1 > /proc/sys/vm/compact_memory' (as root), "
-            "and start again";
+  const std::string fix = thp_mode == "never"
+                              ? "enable them with 'echo madvise > /sys/kernel/mm/transparent_hugepage/enabled' (as root)"
+                              : "free some memory, or compact it with 'echo 1 > /proc/sys/vm/compact_memory' (as root), "
+                                "and start again";
   return "only " + std::to_string(static_cast<int>(100 * fraction)) +
          "% of the expert cache's slots are on huge pages (transparent huge pages: " +
          (thp_mode.empty() ? "unknown" : thp_mode) +
-         "); expert reads then go to the disk in 4 KiB segments, which virtio disks read up to 2x slower: " +
-         fix;
+         "); expert reads then go to the disk in 4 KiB segments, which virtio disks read up to 2x slower: " + fix;
 }
 
 TieredExpertStore::TieredExpertStore(const GgufFile& f, const HParams& hp, const TieredStoreOptions& opt)
@@ -89,11 +76,8 @@ TieredExpertStore::TieredExpertStore(const GgufFile& f, const HParams& hp, const
       Source s;
       for (int i = 0; i < 3; ++i) {
         const GgufTensorInfo* t = f.find_tensor(p + names[i]);
-        if (!t)
-          throw Error(f.path() + ": --expert-cache needs the 3-D expert tensors (missing '" + p + names[i] +
-                      "')");
-        if (t->shape != std::vector<int64_t>{cols[i], rows[i], n_expert_})
-          throw Error(f.path() + ": tensor '" + t->name + "' has an unexpected shape");
+        if (!t) throw Error(f.path() + ": --expert-cache needs the 3-D expert tensors (missing '" + p + names[i] + "')");
+        if (t->shape != std::vector<int64_t>{cols[i], rows[i], n_expert_}) throw Error(f.path() + ": tensor '" + t->name + "' has an unexpected shape");
         s.m[i] = WeightMatrix{t->dtype, rows[i], cols[i], nullptr, t->name, t->packed};
         s.offset[i] = f.data_offset() + t->offset + s.m[i].bytes() * static_cast<size_t>(e);
       }
@@ -107,9 +91,9 @@ TieredExpertStore::TieredExpertStore(const GgufFile& f, const HParams& hp, const
   const int64_t fits = static_cast<int64_t>(opt.budget_bytes / std::max<size_t>(1, unit_bytes));
   per_layer_ = static_cast<int>(std::min<int64_t>(n_expert_, fits / n_moe));
   if (per_layer_ < 1) {
-    throw Error("--expert-cache " + std::to_string(opt.budget_bytes) + " bytes holds " +
-                std::to_string(fits) + " experts; it needs at least one per MoE layer (" +
-                std::to_string(n_moe) + " x " + std::to_string(unit_bytes) + " bytes)");
+    throw Error("--expert-cache " + std::to_string(opt.budget_bytes) + " bytes holds " + std::to_string(fits) +
+                " experts; it needs at least one per MoE layer (" + std::to_string(n_moe) + " x " +
+                std::to_string(unit_bytes) + " bytes)");
   }
   const int64_t cap = int64_t{per_layer_} * n_moe;
   // A slot's buffer for each of the three matrices (room for direct I/O's alignment).
@@ -121,6 +105,7 @@ TieredExpertStore::TieredExpertStore(const GgufFile& f, const HParams& hp, const
                            "--expert-cache (" + std::to_string(cap) + " expert slots)",
                            "give a smaller --expert-cache");
   reader_ = std::make_unique<DirectReader>(f.path(), opt.io_threads, opt.bounce_bytes);
+  suggested_layers_.store(opt.prefetch_layers, std::memory_order_relaxed);
   slots_.resize(static_cast<size_t>(cap));
   for (Slot& s : slots_) {
     for (int i = 0; i < 3; ++i) {
@@ -139,9 +124,8 @@ TieredExpertStore::TieredExpertStore(const GgufFile& f, const HParams& hp, const
   policy_name_ = policy->name();
   resident_in_layer_.assign(n_moe, 0);
   // The policy is never offered an expert in use, loading, or predicted by a prefetch.
-  cache_ =
-      std::make_unique<ExpertCache>(n_moe, n_expert_, CacheScope::PerLayer, per_layer_, std::move(policy),
-                                    [this](int u) { return slot_of_[u] >= 0 && !can_evict(u); });
+  cache_ = std::make_unique<ExpertCache>(n_moe, n_expert_, CacheScope::PerLayer, per_layer_, std::move(policy),
+                                         [this](int u) { return slot_of_[u] >= 0 && !can_evict(u); });
   if (!opt.profile.empty()) pin_profile(opt.profile, opt.policy);
 }
 
@@ -158,8 +142,7 @@ TieredExpertStore::~TieredExpertStore() {
   {
     std::unique_lock<std::mutex> lock(mu_);
     ready_.wait(lock, [&] {
-      return std::none_of(slots_.begin(), slots_.end(),
-                          [](const Slot& s) { return s.state == State::Loading; });
+      return std::none_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.state == State::Loading; });
     });
   }
   reader_.reset();  // joins the I/O threads before anything they touch goes away
@@ -167,9 +150,7 @@ TieredExpertStore::~TieredExpertStore() {
 
 int TieredExpertStore::unit_of(int layer, int expert) const {
   const int m = layer >= 0 && layer < static_cast<int>(moe_index_.size()) ? moe_index_[layer] : -1;
-  if (m < 0 || expert < 0 || expert >= n_expert_)
-    throw Error("expert store: layer " + std::to_string(layer) + " expert " + std::to_string(expert) +
-                " does not exist");
+  if (m < 0 || expert < 0 || expert >= n_expert_) throw Error("expert store: layer " + std::to_string(layer) + " expert " + std::to_string(expert) + " does not exist");
   return m * n_expert_ + expert;
 }
 
@@ -215,8 +196,7 @@ bool TieredExpertStore::load_part(int slot, int i, WeightMatrix& out, double& pa
     if (cpu::packs_at_load(out)) {
       const double t0 = now_seconds();
       auto* p = const_cast<uint8_t*>(out.data);
-      for (int64_t r = 0; r < out.rows; ++r)
-        cpu::pack_row(out.dtype, p + r * out.row_bytes(), p + r * out.row_bytes(), out.cols);
+      for (int64_t r = 0; r < out.rows; ++r) cpu::pack_row(out.dtype, p + r * out.row_bytes(), p + r * out.row_bytes(), out.cols);
       out.packed = true;
       pack_seconds += now_seconds() - t0;
     }
@@ -299,11 +279,9 @@ void TieredExpertStore::begin_step() {
   cache_->begin_step();
 }
 
-void TieredExpertStore::plan_layer(int layer, const std::vector<int32_t>& experts,
-                                   const std::vector<int64_t>& tokens,
+void TieredExpertStore::plan_layer(int layer, const std::vector<int32_t>& experts, const std::vector<int64_t>& tokens,
                                    std::vector<std::vector<int32_t>>& groups) {
-  if (tokens.size() != experts.size())
-    throw Error("expert store: plan_layer needs one token count per expert");
+  if (tokens.size() != experts.size()) throw Error("expert store: plan_layer needs one token count per expert");
   std::lock_guard<std::mutex> lock(mu_);
   // Scratch kept between layers: planning allocates nothing once it has seen a layer.
   std::vector<int>& units = plan_units_;
@@ -397,9 +375,7 @@ const FfnWeights& TieredExpertStore::acquire(int layer, int expert) {
           const int s = slot_of_[m * n_expert_ + e];
           loading |= s >= 0 && slots_[s].state == State::Loading;
         }
-        if (!loading)
-          throw Error("expert store: every slot of layer " + std::to_string(layer) +
-                      " is in use (release experts before acquiring more)");
+        if (!loading) throw Error("expert store: every slot of layer " + std::to_string(layer) + " is in use (release experts before acquiring more)");
         ready_.wait(lock);
       }
       start_load(slot, Load::Now);
@@ -448,17 +424,16 @@ void TieredExpertStore::prefetch(int layer, const std::vector<int32_t>& experts)
 void TieredExpertStore::pin_profile(const std::string& path, const std::string& policy) {
   const Trace t = read_trace(path);
   if (t.info.n_expert != n_expert_ || t.info.n_moe() != static_cast<int>(sources_.size()) / n_expert_) {
-    throw Error(path + ": --expert-profile trace is for a model with " + std::to_string(t.info.n_moe()) +
-                " MoE layers of " + std::to_string(t.info.n_expert) + " experts, this one has " +
-                std::to_string(sources_.size() / n_expert_) + " of " + std::to_string(n_expert_));
+    throw Error(path + ": --expert-profile trace is for a model with " + std::to_string(t.info.n_moe()) + " MoE layers of " +
+                std::to_string(t.info.n_expert) + " experts, this one has " + std::to_string(sources_.size() / n_expert_) +
+                " of " + std::to_string(n_expert_));
   }
   // Another model of the same size routes differently: its hot experts are not this one's.
   const TraceInfo mine = TraceInfo::from_hparams(hp_, t.info.static_gating);
-  if (t.info.model_name != mine.model_name || t.info.top_k != mine.top_k ||
-      t.info.moe_layers != mine.moe_layers) {
-    throw Error(path + ": --expert-profile trace was recorded with the model '" + t.info.model_name +
-                "' (top-" + std::to_string(t.info.top_k) + "), not this one ('" + mine.model_name +
-                "', top-" + std::to_string(mine.top_k) + "); record one with this model's --trace-experts");
+  if (t.info.model_name != mine.model_name || t.info.top_k != mine.top_k || t.info.moe_layers != mine.moe_layers) {
+    throw Error(path + ": --expert-profile trace was recorded with the model '" + t.info.model_name + "' (top-" +
+                std::to_string(t.info.top_k) + "), not this one ('" + mine.model_name + "', top-" +
+                std::to_string(mine.top_k) + "); record one with this model's --trace-experts");
   }
   // Half of a token's experts stay free for the cold ones and the prefetches.
   const int reserve = std::max(1, (t.info.top_k + 1) / 2);
@@ -478,8 +453,7 @@ void TieredExpertStore::pin_profile(const std::string& path, const std::string& 
     profile_pins_.push_back(pinned_here);
   }
   ready_.wait(lock, [&] {
-    return std::none_of(slots_.begin(), slots_.end(),
-                        [](const Slot& s) { return s.state == State::Loading; });
+    return std::none_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.state == State::Loading; });
   });
 }
 
@@ -487,8 +461,7 @@ void TieredExpertStore::note_layer_reads(double reads) {
   // Over the last ~20 MoE layers: about one token's worth for olmoe, so a change of the
   // routing (prompt to decode, a skewed batch) moves the depth within a step or two.
   reads_per_layer_ = reads_per_layer_ < 0 ? reads : 0.95 * reads_per_layer_ + 0.05 * reads;
-  suggested_layers_.store(prefetch_layers_for(reads_per_layer_, reader_->threads()),
-                          std::memory_order_relaxed);
+  suggested_layers_.store(prefetch_layers_for(reads_per_layer_, reader_->threads()), std::memory_order_relaxed);
 }
 
 int prefetch_layers_for(double expert_reads_per_layer, int io_threads) {

@@ -28,10 +28,10 @@ class GgufFile;
 struct HParams;
 
 struct TieredStoreOptions {
-  size_t budget_bytes = 0;  // RAM for resident experts
+  size_t budget_bytes = 0;        // RAM for resident experts
   std::string policy = "eb-lfu";
-  int io_threads = 8;   // random ~1 MiB O_DIRECT reads here: 12 in flight read 1.3-1.5x faster than 4
-  std::string profile;  // trace whose hottest experts are pinned (how many: experts/profile_pins.h)
+  int io_threads = 8;  // random ~1 MiB O_DIRECT reads here: 12 in flight read 1.3-1.5x faster than 4
+  std::string profile;            // trace whose hottest experts are pinned (how many: experts/profile_pins.h)
   bool predictive_prefetch = true;
   int prefetch_layers = 0;  // MoE layers ahead to predict and load; 0: auto_prefetch_layers()
   // Each I/O thread's bounce buffer (DirectReader): reads land in it and are copied into
@@ -44,10 +44,10 @@ struct TieredStoreOptions {
 // else 2 or 3 layers (see the .cpp for the figures).
 int prefetch_layers_for(double expert_reads_per_layer, int io_threads);
 
-// Prefetch depth before any layer has run, for a cache of budget_bytes out of all_bytes: 2 layers ahead once
-// the cache holds two thirds of the experts (few misses per layer, so one layer of lead left the disk idle:
-// +2 to +24% tokens/s at 75% in six interleaved pairs on olmoe Q4_0), else 1 (at 25%, loading two layers
-// ahead evicts experts still needed: -3%).
+// Prefetch depth before any layer has run, for a cache of budget_bytes out of all_bytes:
+// 2 layers ahead once the cache holds two thirds of the experts (few misses per layer, so
+// one layer of lead left the disk idle: +2 to +24% tokens/s at 75% in six interleaved pairs
+// on olmoe Q4_0), else 1 (at 25%, loading two layers ahead evicts experts still needed: -3%).
 int auto_prefetch_layers(size_t budget_bytes, size_t all_bytes);
 
 // Parses an --expert-cache value: bytes ("123456"), with a unit ("512MB", "2GB", "1.5GiB"),
@@ -60,14 +60,14 @@ size_t parse_expert_cache_size(const std::string& s, size_t all_expert_bytes);
 std::string slot_huge_page_warning(double fraction, const std::string& thp_mode);
 
 struct ExpertStoreStats {
-  int64_t hits = 0;  // needed experts that were resident when their layer came
+  int64_t hits = 0;            // needed experts that were resident when their layer came
   int64_t misses = 0;
   int64_t prefetch_issued = 0;
-  int64_t prefetch_used = 0;  // prefetched experts that the next layer needed
+  int64_t prefetch_used = 0;   // prefetched experts that the next layer needed
   int64_t bytes_read = 0;
-  double read_seconds = 0;  // I/O jobs' time (read and repack), summed over loads (they overlap)
-  double pack_seconds = 0;  // of which repacking into the kernels' layout
-  double wait_seconds = 0;  // time the compute thread waited for loads
+  double read_seconds = 0;     // I/O jobs' time (read and repack), summed over loads (they overlap)
+  double pack_seconds = 0;     // of which repacking into the kernels' layout
+  double wait_seconds = 0;     // time the compute thread waited for loads
   int64_t loads = 0;
   // Prefetched experts that were used: their loads' latency (issue to ready) summed, and
   // how much of it the compute still waited for. The difference is the miss latency that
@@ -97,11 +97,8 @@ class TieredExpertStore : public ExpertStore {
   }
   const std::string& policy_name() const { return policy_name_; }
   // The prefetch depth for the misses the layers have been seeing (prefetch_layers_for),
-  // set as each layer is planned; `initial` until then.
+  // set as each layer is planned; until then the options' prefetch_layers.
   int suggested_prefetch_layers() const { return suggested_layers_.load(std::memory_order_relaxed); }
-  void set_initial_prefetch_layers(int initial) {
-    suggested_layers_.store(initial, std::memory_order_relaxed);
-  }
   // The moving average behind it: experts a planned layer needed read (-1 before any).
   double reads_per_layer() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -119,8 +116,8 @@ class TieredExpertStore : public ExpertStore {
   std::vector<FileRange> expert_reads() const;
 
  private:
-  struct Source {       // where a unit's three matrices are in the file
-    WeightMatrix m[3];  // gate, up, down; data = null
+  struct Source {             // where a unit's three matrices are in the file
+    WeightMatrix m[3];        // gate, up, down; data = null
     uint64_t offset[3];
   };
   enum class State { Empty, Loading, Ready, Failed };
@@ -130,18 +127,16 @@ class TieredExpertStore : public ExpertStore {
     State state = State::Empty;
     int pins = 0;
     bool permanent = false;
-    int parts_left = 0;                  // tensors still loading
+    int parts_left = 0;  // tensors still loading
     double issued_at = 0, ready_at = 0;  // the last load's start and end (seconds)
-    bool prefetch_use = false;           // planned as a use of a prefetched load: its latency counts once
+    bool prefetch_use = false;  // planned as a use of a prefetched load: its latency counts once
     FfnWeights w;
     std::string error;
   };
 
   // Neither in use by the running layer nor still loading.
   static bool evictable(const Slot& s) { return s.pins == 0 && s.state != State::Loading; }
-  bool can_evict(int unit) const {
-    return slot_of_[unit] >= 0 && evictable(slots_[slot_of_[unit]]) && !shielded_[unit];
-  }
+  bool can_evict(int unit) const { return slot_of_[unit] >= 0 && evictable(slots_[slot_of_[unit]]) && !shielded_[unit]; }
   int unit_of(int layer, int expert) const;
   // A slot for `unit`, evicting the policy's victim if the layer is full; `tokens` is the
   // use it is claimed for (0: a prefetch). -1 when every slot of the layer is pinned.
@@ -168,9 +163,9 @@ class TieredExpertStore : public ExpertStore {
   std::unique_ptr<DirectReader> reader_;
   WeightArena arena_;
   std::vector<Slot> slots_;
-  std::vector<int> slot_of_;  // unit -> slot, -1 when not resident
+  std::vector<int> slot_of_;     // unit -> slot, -1 when not resident
   std::vector<uint8_t> planned_, prefetched_;
-  std::vector<uint8_t> shielded_;        // predicted for the layer a prefetch is filling: not a victim
+  std::vector<uint8_t> shielded_;  // predicted for the layer a prefetch is filling: not a victim
   std::vector<double> deferred_tokens_;  // tokens of an expert plan_layer deferred (0: none)
   std::unique_ptr<ExpertCache> cache_;
   std::string policy_name_;
@@ -178,7 +173,7 @@ class TieredExpertStore : public ExpertStore {
   double reads_per_layer_ = -1;  // moving average of the experts a planned layer needed read (-1: none yet)
   std::atomic<int> suggested_layers_{1};
   std::vector<int> profile_pins_;
-  int per_layer_ = 0;  // slots per MoE layer
+  int per_layer_ = 0;            // slots per MoE layer
   std::vector<int> resident_in_layer_;
   int used_slots_ = 0;
   std::vector<int> plan_units_;  // plan_layer's scratch

@@ -15,9 +15,9 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelOptions& 
   m->kv_type_ = opt.kv_type;  // KvCache rejects types it cannot hold
   if (opt.kv_type == DType::Q8_0 && (m->hp_.head_dim_k % kQBlock != 0 || m->hp_.head_dim_v % kQBlock != 0)) {
     // Each head's part of a cached row must be whole 32-value blocks.
-    throw Error("--kv-type q8_0 needs attention heads whose sizes are multiples of " +
-                std::to_string(kQBlock) + "; this model's are " + std::to_string(m->hp_.head_dim_k) +
-                " (K) and " + std::to_string(m->hp_.head_dim_v) + " (V); use f16 or f32");
+    throw Error("--kv-type q8_0 needs attention heads whose sizes are multiples of " + std::to_string(kQBlock) +
+                "; this model's are " + std::to_string(m->hp_.head_dim_k) + " (K) and " +
+                std::to_string(m->hp_.head_dim_v) + " (V); use f16 or f32");
   }
   // Packed weights are copied out of the file into anonymous memory, which the kernel
   // cannot evict: more than there is ends in the OOM killer, so it is checked first.
@@ -33,11 +33,8 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelOptions& 
     TieredStoreOptions t = opt.tiered;
     t.budget_bytes = parse_expert_cache_size(opt.expert_cache, m->all_expert_bytes());
     m->prefetch_auto_ = t.predictive_prefetch && t.prefetch_layers <= 0;
-    if (t.prefetch_layers <= 0)
-      t.prefetch_layers = auto_prefetch_layers(t.budget_bytes, m->all_expert_bytes());
-    auto store = std::make_unique<TieredExpertStore>(*m->file_, m->hp_, t);
-    store->set_initial_prefetch_layers(t.prefetch_layers);
-    m->experts_ = std::move(store);
+    if (t.prefetch_layers <= 0) t.prefetch_layers = auto_prefetch_layers(t.budget_bytes, m->all_expert_bytes());
+    m->experts_ = std::make_unique<TieredExpertStore>(*m->file_, m->hp_, t);
     m->prefetch_layers_ = t.predictive_prefetch ? t.prefetch_layers : 0;
   } else {
     m->experts_ = ResidentExpertStore::from_gguf(*m->file_, m->hp_, m->arena_, pool);
@@ -63,8 +60,7 @@ size_t Model::dense_weight_bytes() const {
   for (const LayerWeights& l : weights_.layers) {
     for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.router}) n += w->bytes();
     n += l.dense.bytes() + l.shared_expert.bytes();
-    n += (l.attn_norm.size() + l.ffn_norm.size() + l.q_norm.size() + l.k_norm.size() + l.shared_gate.size()) *
-         sizeof(float);
+    n += (l.attn_norm.size() + l.ffn_norm.size() + l.q_norm.size() + l.k_norm.size() + l.shared_gate.size()) * sizeof(float);
   }
   return n;
 }

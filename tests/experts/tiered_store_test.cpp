@@ -53,8 +53,7 @@ std::vector<float> run(const Model& m, const std::vector<int32_t>& prompt, int g
 // Budgets: one expert per MoE layer, 25% and 100% of all expert bytes.
 std::vector<std::string> budgets(const Model& m) {
   const HParams& h = m.hparams();
-  const size_t unit =
-      m.all_expert_bytes() / (static_cast<size_t>(h.n_expert) * (h.n_layer - h.n_layer_dense_lead));
+  const size_t unit = m.all_expert_bytes() / (static_cast<size_t>(h.n_expert) * (h.n_layer - h.n_layer_dense_lead));
   return {std::to_string(unit * (h.n_layer - h.n_layer_dense_lead)), "0.25", "100%"};
 }
 
@@ -78,22 +77,17 @@ void expect_identical(const std::string& path, const std::vector<int32_t>& promp
           << path << " cache " << b << " prefetch " << prefetch << " bounce " << bounce;
       const ExpertStoreStats& st = tiered->tiered_experts()->stats();
       EXPECT_GT(st.hits + st.misses, 0);
-      if (b == "100%")
-        EXPECT_LE(st.misses, tiered->tiered_experts()->capacity());  // only cold misses
-      else
-        EXPECT_GT(st.misses, 0);
+      if (b == "100%") EXPECT_LE(st.misses, tiered->tiered_experts()->capacity());  // only cold misses
+      else EXPECT_GT(st.misses, 0);
       // Loaded experts are repacked exactly where the resident store packs its own.
-      if (repacks)
-        EXPECT_GT(st.pack_seconds, 0.0);
-      else
-        EXPECT_EQ(st.pack_seconds, 0.0);
+      if (repacks) EXPECT_GT(st.pack_seconds, 0.0);
+      else EXPECT_EQ(st.pack_seconds, 0.0);
     }
   }
 }
 
 TEST(ExpertStore, IdenticalLogitsDefaultModel) {
-  expect_identical(std::string(SY_SOURCE_DIR) + "/models/tiny-mixtral-f16.gguf",
-                   {1, 450, 7458, 411, 23226, 338}, false);
+  expect_identical(std::string(SY_SOURCE_DIR) + "/models/tiny-mixtral-f16.gguf", {1, 450, 7458, 411, 23226, 338}, false);
 }
 
 TEST(ExpertStore, IdenticalLogitsPackedQ4_0) {
@@ -120,10 +114,8 @@ TEST(ExpertStore, IdenticalLogitsPackedQ4_0) {
   // the source runs where packing is enabled).
   test::TempFile packed;
   write_packed_model(f.path(), packed.path(), pool);
-  if (cpu::packing_enabled())
-    expect_identical(packed.path(), prompt, false, run(*Model::load(f.path()), prompt, 6));
-  else
-    expect_identical(packed.path(), prompt, false);
+  if (cpu::packing_enabled()) expect_identical(packed.path(), prompt, false, run(*Model::load(f.path()), prompt, 6));
+  else expect_identical(packed.path(), prompt, false);
 }
 
 // The reader's accounting: reads one at a time keep the disk busy exactly as long as they
@@ -164,8 +156,7 @@ TEST(DirectReaderStats, CountsReadsBusyTimeAndQueueing) {
   f.write(bytes);
   DirectReader reader(f.path(), 4);
   const size_t len = 300000;
-  std::vector<std::vector<uint8_t>> bufs(
-      8, std::vector<uint8_t>(DirectReader::span_bytes(len) + DirectReader::kAlign));
+  std::vector<std::vector<uint8_t>> bufs(8, std::vector<uint8_t>(DirectReader::span_bytes(len) + DirectReader::kAlign));
   auto aligned = [](std::vector<uint8_t>& b) {
     const auto p = reinterpret_cast<uintptr_t>(b.data());
     return b.data() + (DirectReader::kAlign - p % DirectReader::kAlign) % DirectReader::kAlign;
@@ -302,16 +293,14 @@ TEST(ExpertStore, RejectsBadSizes) {
   EXPECT_EQ(parse_expert_cache_size("25%", 1000), 250u);
   EXPECT_EQ(parse_expert_cache_size("4096", 1000), 4096u);
   EXPECT_EQ(parse_expert_cache_size("100%", 1000), 1000u);
-  EXPECT_EQ(parse_expert_cache_size("8GB", 1000),
-            size_t{8} << 30);  // a budget beyond the experts: all of them
+  EXPECT_EQ(parse_expert_cache_size("8GB", 1000), size_t{8} << 30);  // a budget beyond the experts: all of them
   // A share above 100% (a typo), a fraction of a byte and sizes no size_t holds are refused, naming the flag.
   for (const char* bad : {"150%", "1e30", "1e20GB", "inf", "nan%", "1.5", "4096.5"}) {
     try {
       parse_expert_cache_size(bad, 1000);
       ADD_FAILURE() << bad << " accepted";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("--expert-cache '" + std::string(bad) + "'"), std::string::npos)
-          << e.what();
+      EXPECT_NE(std::string(e.what()).find("--expert-cache '" + std::string(bad) + "'"), std::string::npos) << e.what();
     }
   }
 }
@@ -399,8 +388,7 @@ TEST(ExpertStore, CountsTheLoadLatencyPrefetchHid) {
   };
 
   st.prefetch(0, {3});
-  for (int i = 0; i < 500 && st.stats().loads < 1; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 500 && st.stats().loads < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_EQ(st.stats().loads, 1);
   use(0, 3);
   EXPECT_EQ(st.stats().prefetch_used, 1);
@@ -423,8 +411,7 @@ TEST(ExpertStore, CountsTheLoadLatencyPrefetchHid) {
   // A wrong guess stays wrong: the layer it was for did not use it, so a later step's use
   // of the expert is a hit, not a prefetch that paid off.
   st.prefetch(3, {6});
-  for (int i = 0; i < 500 && st.stats().loads < 4; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 500 && st.stats().loads < 4; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_EQ(st.stats().loads, 4);
   use(3, 2);
   use(3, 6);
@@ -442,12 +429,8 @@ TEST(ExpertStore, LoadsWhatTheReplayOfItsOwnTraceMisses) {
   text.resize(std::min<size_t>(text.size(), 1500));
   // Steps of 16 tokens need more than the 4 slots a layer has: the experts beyond them load
   // one at a time, and the policy must see their real token counts there too.
-  for (const auto& [policy, batch] : std::vector<std::pair<std::string, size_t>>{{"eb-lfu", 1},
-                                                                                 {"lru", 1},
-                                                                                 {"lfu-decay", 1},
-                                                                                 {"expert-buffering", 1},
-                                                                                 {"eb-lfu", 16},
-                                                                                 {"lfu-decay", 16}}) {
+  for (const auto& [policy, batch] : std::vector<std::pair<std::string, size_t>>{
+           {"eb-lfu", 1}, {"lru", 1}, {"lfu-decay", 1}, {"expert-buffering", 1}, {"eb-lfu", 16}, {"lfu-decay", 16}}) {
     SCOPED_TRACE(policy + " in steps of " + std::to_string(batch));
     ModelOptions o;
     o.expert_cache = "50%";  // 4 of 8 experts per layer
@@ -474,8 +457,7 @@ TEST(ExpertStore, LoadsWhatTheReplayOfItsOwnTraceMisses) {
     EXPECT_EQ(use.loads, static_cast<double>(sim.misses)) << policy;
     EXPECT_EQ(use.misses, use.loads) << policy << ": without prefetch every load is a demand miss";
     EXPECT_DOUBLE_EQ(use.load_rate(), sim.miss_rate()) << policy;
-    EXPECT_GE(use.loads,
-              static_cast<double>(simulate_cache(replayed, "belady", CacheScope::PerLayer, 4).misses));
+    EXPECT_GE(use.loads, static_cast<double>(simulate_cache(replayed, "belady", CacheScope::PerLayer, 4).misses));
   }
 }
 
@@ -539,8 +521,7 @@ TEST(ExpertStore, PrefetchKeepsThePredictedResidentExperts) {
   use(2, 8);
   st.begin_step();
   st.prefetch(0, {1, 5});  // 1 is resident and predicted again; 5 needs a slot
-  for (int i = 0; i < 500 && st.stats().loads < 3; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 500 && st.stats().loads < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_EQ(st.stats().loads, 3);
   const int64_t misses = st.stats().misses;
   use(1, 1);
@@ -590,14 +571,11 @@ TEST(ExpertStore, PinsTheHottestExpertsOfAProfile) {
     Model::load(model, o);
     ADD_FAILURE() << "a profile for 16 experts was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(
-        std::string(e.what()).find("--expert-profile trace is for a model with 4 MoE layers of 16 experts"),
-        std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("--expert-profile trace is for a model with 4 MoE layers of 16 experts"),
+              std::string::npos) << e.what();
   }
   // Another model of the same shape, or another top-k: its hot experts are not this one's.
-  for (const auto& [name, top_k] :
-       std::vector<std::pair<std::string, int>>{{"another-model", 2}, {profile.info.model_name, 3}}) {
+  for (const auto& [name, top_k] : std::vector<std::pair<std::string, int>>{{"another-model", 2}, {profile.info.model_name, 3}}) {
     Trace foreign = test::random_trace(5, 4, 8, top_k, 300, 1);
     foreign.info.model_name = name;
     test::TempFile foreign_file(".sytrace");
@@ -607,8 +585,8 @@ TEST(ExpertStore, PinsTheHottestExpertsOfAProfile) {
       Model::load(model, o);
       ADD_FAILURE() << "a profile of " << name << " top-" << top_k << " was accepted";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("--expert-profile trace was recorded with the model '" + name +
-                                           "' (top-" + std::to_string(top_k) + ")"),
+      EXPECT_NE(std::string(e.what()).find("--expert-profile trace was recorded with the model '" + name + "' (top-" +
+                                           std::to_string(top_k) + ")"),
                 std::string::npos)
           << e.what();
     }

@@ -9,8 +9,8 @@
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
-#include "kernels/cpu/packed.h"
 #include "kernels/cpu/quantize.h"
+#include "kernels/cpu/packed.h"
 #include "kernels/cpu/stream_read.h"
 #include "kernels/cpu/weight_prep.h"
 
@@ -27,8 +27,7 @@ std::vector<float> random_vec(size_t n, uint32_t seed) {
 
 std::vector<uint8_t> encode(DType t, const std::vector<float>& v, int64_t rows, int64_t cols) {
   std::vector<uint8_t> out(dtype_row_bytes(t, cols) * rows);
-  for (int64_t r = 0; r < rows; ++r)
-    quantize_row(t, v.data() + r * cols, out.data() + r * dtype_row_bytes(t, cols), cols);
+  for (int64_t r = 0; r < rows; ++r) quantize_row(t, v.data() + r * cols, out.data() + r * dtype_row_bytes(t, cols), cols);
   return out;
 }
 
@@ -39,8 +38,7 @@ TEST(Kernels, QuantizeRoundTrip) {
     std::vector<float> back(96);
     dequantize_row(t, q.data(), back.data(), 96);
     const double tol = t == DType::Q4_0 ? 0.25 : t == DType::Q8_0 ? 0.02 : t == DType::BF16 ? 0.02 : 1e-3;
-    for (int i = 0; i < 96; ++i)
-      EXPECT_NEAR(back[i], v[i], tol * (1 + std::fabs(v[i]))) << dtype_name(t) << " " << i;
+    for (int i = 0; i < 96; ++i) EXPECT_NEAR(back[i], v[i], tol * (1 + std::fabs(v[i]))) << dtype_name(t) << " " << i;
   }
 }
 
@@ -88,9 +86,9 @@ std::vector<const DotKernels*> every_dot_table() {
 // F16 rounding of activations (for F16 weights): every table gives f32_to_f16's value,
 // ties to even, with overflow to infinity, subnormals and NaN as the scalar conversion has them.
 TEST(Kernels, RoundF16MatchesTheScalarRounding) {
-  const std::vector<float> x =
-      rounding_inputs(13, {0x3f801000u, 0x3f803000u, 0x477ff000u, 0x477fefffu, 0xc77ff000u, 0x7f800000u,
-                           0x33000001u, 0x38800000u, 0x387fe000u, 0x7fc00000u, 0x00000001u, 0x80000000u});
+  const std::vector<float> x = rounding_inputs(13, {0x3f801000u, 0x3f803000u, 0x477ff000u, 0x477fefffu, 0xc77ff000u,
+                                                    0x7f800000u, 0x33000001u, 0x38800000u, 0x387fe000u, 0x7fc00000u,
+                                                    0x00000001u, 0x80000000u});
   for (const DotKernels* k : every_dot_table()) {
     std::vector<float> y(x.size());
     k->round_f16(x.data(), y.data(), static_cast<int64_t>(x.size()));
@@ -108,9 +106,9 @@ TEST(Kernels, RoundF16MatchesTheScalarRounding) {
 // BF16 rounding of activations: every table gives f32_to_bf16's bits, ties to even, on
 // infinities, NaNs (kept quiet), the largest finite values and lengths with a tail.
 TEST(Kernels, ToBf16MatchesTheScalarRounding) {
-  const std::vector<float> x =
-      rounding_inputs(12, {0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x7f7fffffu, 0xff7fffffu, 0x7f800000u,
-                           0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffbfffffu, 0x00000001u, 0x80000000u});
+  const std::vector<float> x = rounding_inputs(12, {0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x7f7fffffu, 0xff7fffffu,
+                                                    0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffbfffffu,
+                                                    0x00000001u, 0x80000000u});
   for (const DotKernels* k : every_dot_table()) {
     std::vector<uint16_t> y(x.size());
     k->to_bf16(x.data(), y.data(), static_cast<int64_t>(x.size()));
@@ -136,12 +134,9 @@ TEST(Kernels, FloatTilesMatchSumsWhateverTheTileShape) {
       for (DType t : {DType::F32, DType::F16, DType::BF16}) {
         SCOPED_TRACE(std::string(k->isa) + " " + dtype_name(t) + " n=" + std::to_string(n));
         auto run = [&](int nr, int nt, float* out, bool cold) {
-          if (t == DType::F32)
-            k->f32(w.data(), w_ld, nr, x.data(), x_ld, nt, n, out, ld, cold);
-          else if (t == DType::F16)
-            k->f16(wh.data(), w_ld, nr, x.data(), x_ld, nt, n, out, ld, cold);
-          else
-            k->bf16(wb.data(), w_ld, nr, xb.data(), x_ld, nt, n, out, ld, cold);
+          if (t == DType::F32) k->f32(w.data(), w_ld, nr, x.data(), x_ld, nt, n, out, ld, cold);
+          else if (t == DType::F16) k->f16(wh.data(), w_ld, nr, x.data(), x_ld, nt, n, out, ld, cold);
+          else k->bf16(wb.data(), w_ld, nr, xb.data(), x_ld, nt, n, out, ld, cold);
         };
         auto weight = [&](int64_t i) {
           return t == DType::F32 ? w[i] : t == DType::F16 ? f16_to_f32(wh[i]) : bf16_to_f32(wb[i]);
@@ -197,37 +192,29 @@ TEST(Kernels, AttentionTileKernelsMatchSums) {
         for (int64_t nq = 1; nq <= 3; ++nq) {
           for (int nk = 1; nk <= 4; ++nk) {
             std::vector<float> out(3 * ld, -7.0f);
-            if (f16)
-              kk->dot_tile_f16(q.data(), q_ld, nq, k16, nk, d, 0.25f, out.data(), ld);
-            else
-              kk->dot_tile(q.data(), q_ld, nq, kf, nk, d, 0.25f, out.data(), ld);
+            if (f16) kk->dot_tile_f16(q.data(), q_ld, nq, k16, nk, d, 0.25f, out.data(), ld);
+            else kk->dot_tile(q.data(), q_ld, nq, kf, nk, d, 0.25f, out.data(), ld);
             for (int64_t i = 0; i < 3; ++i) {
               for (int64_t j = 0; j < ld; ++j) {
                 double want = -7.0;
                 if (i < nq && j < nk) {
                   want = 0;
-                  for (int64_t x = 0; x < d; ++x)
-                    want += double{q[i * q_ld + x]} * key(static_cast<int>(j), x);
+                  for (int64_t x = 0; x < d; ++x) want += double{q[i * q_ld + x]} * key(static_cast<int>(j), x);
                   want *= 0.25;
                 }
-                EXPECT_NEAR(out[i * ld + j], want, 1e-4 * d)
-                    << kk->isa << " f16=" << f16 << " d=" << d << " " << i << "," << j;
+                EXPECT_NEAR(out[i * ld + j], want, 1e-4 * d) << kk->isa << " f16=" << f16 << " d=" << d << " " << i << "," << j;
               }
             }
             std::vector<float> o(3 * o_ld);
-            for (int64_t i = 0; i < 3; ++i)
-              std::fill(o.begin() + i * o_ld, o.begin() + (i + 1) * o_ld, 1.0f + i);
-            if (f16)
-              kk->axpy_tile_f16(w.data(), ld, nq, k16, nk, d, o.data(), o_ld);
-            else
-              kk->axpy_tile(w.data(), ld, nq, kf, nk, d, o.data(), o_ld);
+            for (int64_t i = 0; i < 3; ++i) std::fill(o.begin() + i * o_ld, o.begin() + (i + 1) * o_ld, 1.0f + i);
+            if (f16) kk->axpy_tile_f16(w.data(), ld, nq, k16, nk, d, o.data(), o_ld);
+            else kk->axpy_tile(w.data(), ld, nq, kf, nk, d, o.data(), o_ld);
             for (int64_t i = 0; i < 3; ++i) {
               for (int64_t x = 0; x < o_ld; ++x) {
                 double want = 1.0 + i;
                 if (i < nq && x < d)
                   for (int j = 0; j < nk; ++j) want += double{w[i * ld + j]} * key(j, x);
-                EXPECT_NEAR(o[i * o_ld + x], want, 1e-5)
-                    << kk->isa << " f16=" << f16 << " d=" << d << " nq=" << nq << " nk=" << nk;
+                EXPECT_NEAR(o[i * o_ld + x], want, 1e-5) << kk->isa << " f16=" << f16 << " d=" << d << " nq=" << nq << " nk=" << nk;
               }
             }
           }
@@ -310,8 +297,7 @@ TEST(Kernels, Q8HeadKernelsMatchDequantizedSums) {
           double want = 0;
           for (int64_t i = 0; i < d; ++i) want += double{q[h * d + i]} * deq[h / group * d + i];
           EXPECT_NEAR(a[h * stride], 0.5 * want, 1e-4 * d);
-          for (int64_t i = 0; i < d; ++i)
-            EXPECT_NEAR(o[h * d + i], 1.0f + w[h * stride] * deq[h / group * d + i], 1e-5);
+          for (int64_t i = 0; i < d; ++i) EXPECT_NEAR(o[h * d + i], 1.0f + w[h * stride] * deq[h / group * d + i], 1e-5);
         }
       }
     }
@@ -332,15 +318,13 @@ TEST(Kernels, VectorExpKernelsMatchLibm) {
     float max = 0.0f;
     const float sum = fast.exp_minus_max(got.data(), n, &max);
     EXPECT_EQ(max, *std::max_element(x.begin(), x.end()));
-    for (int64_t i = 0; i < n; ++i)
-      EXPECT_NEAR(got[i] / sum, want[i], 1e-6 + 4e-7 * want[i]) << fast.isa << " " << n;
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(got[i] / sum, want[i], 1e-6 + 4e-7 * want[i]) << fast.isa << " " << n;
     std::vector<float> up = random_vec(n, 9), g1 = x, g2 = x;
     for (float& v : g1) v *= 0.3f;
     g2 = g1;
     swiglu(g1.data(), up.data(), n);
     fast.swiglu(g2.data(), up.data(), n);
-    for (int64_t i = 0; i < n; ++i)
-      EXPECT_NEAR(g2[i], g1[i], 1e-6 + 4e-7 * std::fabs(g1[i])) << fast.isa << " " << n;
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(g2[i], g1[i], 1e-6 + 4e-7 * std::fabs(g1[i])) << fast.isa << " " << n;
   }
 }
 
@@ -360,8 +344,7 @@ TEST(Kernels, SumOfSquaresMatchesDouble) {
   double ss = 0.0;
   for (float v : x) ss += static_cast<double>(v) * v;
   const double scale = 1.0 / std::sqrt(ss / 2048 + 1e-5);
-  for (int i = 0; i < 2048; ++i)
-    EXPECT_NEAR(y[i], x[i] * scale * w[i], 1e-6 * (1 + std::fabs(x[i] * scale * w[i]))) << i;
+  for (int i = 0; i < 2048; ++i) EXPECT_NEAR(y[i], x[i] * scale * w[i], 1e-6 * (1 + std::fabs(x[i] * scale * w[i]))) << i;
 }
 
 // Batches of sequences with cached positions `ctx` whose last `n_rows` positions are the
@@ -372,8 +355,7 @@ TEST(Kernels, SumOfSquaresMatchesDouble) {
 void check_attention(const std::vector<int64_t>& ctx, const std::vector<int64_t>& n_rows,
                      const AttentionShape s = {6, 2, 16, 8, 0.25f},
                      size_t max_copy_floats = AttentionScratch{}.max_copy_floats) {
-  const int64_t kd = s.n_head_kv * s.head_dim_k, vd = s.n_head_kv * s.head_dim_v,
-                od = s.n_head * s.head_dim_v;
+  const int64_t kd = s.n_head_kv * s.head_dim_k, vd = s.n_head_kv * s.head_dim_v, od = s.n_head * s.head_dim_v;
   const int64_t qd = s.n_head * s.head_dim_k, block = 4;
   const int n_seq = static_cast<int>(ctx.size());
   const bool q8_fits = s.head_dim_k % kQBlock == 0 && s.head_dim_v % kQBlock == 0;
@@ -408,8 +390,7 @@ void check_attention(const std::vector<int64_t>& ctx, const std::vector<int64_t>
         }
       }
       for (int64_t b = 0; b * block < ctx[i]; ++b) {
-        auto at = [&](std::vector<float>& f, std::vector<uint16_t>& h, std::vector<BlockQ8_0>& q,
-                      int64_t dim) -> const void* {
+        auto at = [&](std::vector<float>& f, std::vector<uint16_t>& h, std::vector<BlockQ8_0>& q, int64_t dim) -> const void* {
           if (elem == KvElem::F16) return h.data() + b * block * dim;
           if (elem == KvElem::Q8_0) return q.data() + b * block * dim / kQBlock;
           return f.data() + b * block * dim;
@@ -446,8 +427,7 @@ void check_attention(const std::vector<int64_t>& ctx, const std::vector<int64_t>
           double max = -1e300, sum = 0;
           for (int64_t p = 0; p <= pos[t]; ++p) {
             double d = 0;
-            for (int j = 0; j < s.head_dim_k; ++j)
-              d += q[t * qd + h * s.head_dim_k + j] * kstore[i][p * kd + g * s.head_dim_k + j];
+            for (int j = 0; j < s.head_dim_k; ++j) d += q[t * qd + h * s.head_dim_k + j] * kstore[i][p * kd + g * s.head_dim_k + j];
             w[p] = d * s.scale;
             max = std::max(max, w[p]);
           }
@@ -455,8 +435,7 @@ void check_attention(const std::vector<int64_t>& ctx, const std::vector<int64_t>
           for (int j = 0; j < s.head_dim_v; ++j) {
             double o = 0;
             for (int64_t p = 0; p <= pos[t]; ++p) o += w[p] / sum * vstore[i][p * vd + g * s.head_dim_v + j];
-            EXPECT_NEAR(out[t * od + h * s.head_dim_v + j], o, 1e-5)
-                << "seq " << i << " row " << r << " head " << h;
+            EXPECT_NEAR(out[t * od + h * s.head_dim_v + j], o, 1e-5) << "seq " << i << " row " << r << " head " << h;
           }
         }
       }
@@ -707,8 +686,7 @@ TEST(Kernels, StreamReadOverSpansReadsEachWholeStep) {
   const auto* base = reinterpret_cast<const uint8_t*>(words.data());
   const uint8_t* start = base + (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
   // Spans over chunk boundaries (1 MiB), with ragged starts and ends, and one too short.
-  const std::vector<ByteSpan> spans = {{start + 8, (size_t{1} << 20) + 500},
-                                       {start + (size_t{3} << 19), 70000},
+  const std::vector<ByteSpan> spans = {{start + 8, (size_t{1} << 20) + 500}, {start + (size_t{3} << 19), 70000},
                                        {start + (size_t{5} << 19), 100}};
   uint64_t want = 0;
   size_t want_bytes = 0;
@@ -774,13 +752,11 @@ TEST(KernelsPacked, MatchGgufLayoutDots) {
             quantize_row_q8_0(x.data() + i * cols, xq.data(), cols);
             for (int64_t r = 0; r < rows; ++r) {
               const void* row = gguf.data() + r * rb;
-              const float ref =
-                  t == DType::Q4_0
-                      ? dot_kernels_scalar().q4_0(static_cast<const BlockQ4_0*>(row), xq.data(), cols)
-                      : dot_kernels_scalar().q8_0(static_cast<const BlockQ8_0*>(row), xq.data(), cols);
+              const float ref = t == DType::Q4_0
+                  ? dot_kernels_scalar().q4_0(static_cast<const BlockQ4_0*>(row), xq.data(), cols)
+                  : dot_kernels_scalar().q8_0(static_cast<const BlockQ8_0*>(row), xq.data(), cols);
               EXPECT_NEAR(y[i * rows + r], ref, 1e-4 * (1 + std::fabs(ref)))
-                  << k->isa << " " << dtype_name(t) << " cols=" << cols << " n=" << n << " r=" << r
-                  << " t=" << i;
+                  << k->isa << " " << dtype_name(t) << " cols=" << cols << " n=" << n << " r=" << r << " t=" << i;
             }
           }
         }
@@ -810,8 +786,7 @@ TEST(KernelsPacked, ManyTokensMatchScalar) {
       std::vector<float> got(n * rows, -1.0f);
       (t == DType::Q4_0 ? fast.q4_0 : fast.q8_0)(packed.data(), rb, cols, 0, rows, acts, got.data(), rows);
       for (int64_t i = 0; i < n * rows; ++i) {
-        EXPECT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i])))
-            << fast.isa << " " << dtype_name(t) << " token " << i / rows;
+        EXPECT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << fast.isa << " " << dtype_name(t) << " token " << i / rows;
       }
       // A token's results do not depend on the batch around it (the server relies on it):
       // token 77 alone, through the one-token path, gives the same bits.
@@ -819,8 +794,7 @@ TEST(KernelsPacked, ManyTokensMatchScalar) {
       one.quantize(x.data() + 77 * cols, 1, cols, cols);
       std::vector<float> alone(rows);
       (t == DType::Q4_0 ? fast.q4_0 : fast.q8_0)(packed.data(), rb, cols, 0, rows, one, alone.data(), rows);
-      for (int64_t r = 0; r < rows; ++r)
-        EXPECT_EQ(alone[r], got[77 * rows + r]) << fast.isa << " " << dtype_name(t) << " row " << r;
+      for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(alone[r], got[77 * rows + r]) << fast.isa << " " << dtype_name(t) << " row " << r;
     }
   }
 }
@@ -835,8 +809,7 @@ TEST(KernelsPacked, TwoMatricesMatchOneAtATime) {
     for (uint64_t seed : {41u, 42u}) {
       const auto gguf = encode(t, random_vec(rows * cols, seed), rows, cols);
       packed.emplace_back(gguf.size());
-      for (int64_t r = 0; r < rows; ++r)
-        pack_row(t, gguf.data() + r * rb, packed.back().data() + r * rb, cols);
+      for (int64_t r = 0; r < rows; ++r) pack_row(t, gguf.data() + r * rb, packed.back().data() + r * rb, cols);
     }
     for (int64_t n = 1; n <= 10; ++n) {
       const auto x = random_vec(n * cols, 50 + n);
@@ -852,10 +825,8 @@ TEST(KernelsPacked, TwoMatricesMatchOneAtATime) {
         for (int64_t i = 0; i < n; ++i) {
           for (int64_t r = 0; r < rows; ++r) {
             const float want_a = r < 3 ? -1.0f : a[i * rows + r], want_b = r < 3 ? -1.0f : b[i * rows + r];
-            EXPECT_NEAR(ya[i * rows + r], want_a, 1e-5 * (1 + std::fabs(want_a)))
-                << k->isa << " n=" << n << " r=" << r;
-            EXPECT_NEAR(yb[i * rows + r], want_b, 1e-5 * (1 + std::fabs(want_b)))
-                << k->isa << " n=" << n << " r=" << r;
+            EXPECT_NEAR(ya[i * rows + r], want_a, 1e-5 * (1 + std::fabs(want_a))) << k->isa << " n=" << n << " r=" << r;
+            EXPECT_NEAR(yb[i * rows + r], want_b, 1e-5 * (1 + std::fabs(want_b))) << k->isa << " n=" << n << " r=" << r;
           }
         }
       }
@@ -867,9 +838,9 @@ TEST(KernelsPacked, TwoMatricesMatchOneAtATime) {
 // sums, including an all-zero block, ties at .5 and values at the block maximum.
 TEST(KernelsPacked, QuantizeGroupMatchesScalar) {
   auto x = random_vec(kGroupValues, 31);
-  for (int j = 0; j < kQBlock; ++j) x[2 * kQBlock + j] = 0.0f;                   // block 2: zeros
+  for (int j = 0; j < kQBlock; ++j) x[2 * kQBlock + j] = 0.0f;                 // block 2: zeros
   for (int j = 0; j < kQBlock; ++j) x[5 * kQBlock + j] = 0.5f * (j % 9) - 2.0f;  // block 5: exact halves
-  x[5 * kQBlock] = 127.0f / 8;  // scale 1/8: ties after scaling
+  x[5 * kQBlock] = 127.0f / 8;                                                  // scale 1/8: ties after scaling
   const PackedKernels& ref = packed_kernels_scalar();
   std::vector<int8_t> q1(512);
   std::vector<float> d1(8);
@@ -882,8 +853,7 @@ TEST(KernelsPacked, QuantizeGroupMatchesScalar) {
     std::vector<int32_t> s2(8);
     k->quantize_group(x.data(), q2.data(), d2.data(), s2.data());
     for (int m = 0; m < 8; ++m)
-      for (int i = 0; i < 32; ++i)
-        EXPECT_EQ(q1[64 * m + i], q2[64 * m + i]) << k->isa << " m=" << m << " i=" << i;
+      for (int i = 0; i < 32; ++i) EXPECT_EQ(q1[64 * m + i], q2[64 * m + i]) << k->isa << " m=" << m << " i=" << i;
     EXPECT_EQ(d1, d2) << k->isa;
     EXPECT_EQ(s1, s2) << k->isa;
   }
@@ -899,8 +869,7 @@ TEST(KernelsPacked, PackingMatchesScalar) {
       const auto gguf = encode(t, random_vec(rows * cols, 41 + cols), rows, cols);
       const int64_t pairs = packed_groups(cols) / 2;
       std::vector<uint8_t> want(gguf), got(gguf), moved(gguf.size(), 0xAB);
-      for (int64_t r = 0; r < rows; ++r)
-        packed_kernels_scalar().pack_pairs(t, gguf.data() + r * rb, want.data() + r * rb, pairs);
+      for (int64_t r = 0; r < rows; ++r) packed_kernels_scalar().pack_pairs(t, gguf.data() + r * rb, want.data() + r * rb, pairs);
       for (const PackedKernels* k : packed_kernels_all()) {
         got = gguf;
         for (int64_t r = 0; r < rows; ++r) k->pack_pairs(t, got.data() + r * rb, got.data() + r * rb, pairs);

@@ -24,60 +24,48 @@ const T* typed(const void* p) {
 // blocks of kQBlock values).
 template <class T>
 const T* head_part(const T* row, int64_t kv_head, int64_t head_dim) {
-  if constexpr (std::is_same_v<T, BlockQ8_0>)
-    return row + kv_head * (head_dim / kQBlock);
-  else
-    return row + kv_head * head_dim;
+  if constexpr (std::is_same_v<T, BlockQ8_0>) return row + kv_head * (head_dim / kQBlock);
+  else return row + kv_head * head_dim;
 }
 
 // The tile kernels for rows of T (f32 or f16; prompt rows over a q8_0 cache read an f32
 // copy, see attention()).
 template <class T>
-void dot_tile_rows(const DotKernels& k, const float* q, int64_t q_ld, int64_t nq, const T* const* kr, int nk,
-                   int64_t d, float scale, float* out, int64_t ld) {
-  if constexpr (sizeof(T) == 2)
-    k.dot_tile_f16(q, q_ld, nq, kr, nk, d, scale, out, ld);
-  else
-    k.dot_tile(q, q_ld, nq, kr, nk, d, scale, out, ld);
+void dot_tile_rows(const DotKernels& k, const float* q, int64_t q_ld, int64_t nq, const T* const* kr, int nk, int64_t d,
+                   float scale, float* out, int64_t ld) {
+  if constexpr (sizeof(T) == 2) k.dot_tile_f16(q, q_ld, nq, kr, nk, d, scale, out, ld);
+  else k.dot_tile(q, q_ld, nq, kr, nk, d, scale, out, ld);
 }
 
 template <class T>
-void axpy_tile_rows(const DotKernels& k, const float* w, int64_t ld, int64_t nq, const T* const* vr, int nk,
-                    int64_t d, float* out, int64_t out_ld) {
-  if constexpr (sizeof(T) == 2)
-    k.axpy_tile_f16(w, ld, nq, vr, nk, d, out, out_ld);
-  else
-    k.axpy_tile(w, ld, nq, vr, nk, d, out, out_ld);
+void axpy_tile_rows(const DotKernels& k, const float* w, int64_t ld, int64_t nq, const T* const* vr, int nk, int64_t d,
+                    float* out, int64_t out_ld) {
+  if constexpr (sizeof(T) == 2) k.axpy_tile_f16(w, ld, nq, vr, nk, d, out, out_ld);
+  else k.axpy_tile(w, ld, nq, vr, nk, d, out, out_ld);
 }
 
 template <class T>
-void dot_heads_row(const DotKernels& k, const float* q, const T* row, int nh, int group, int64_t d,
-                   float scale, float* out, int64_t out_stride) {
-  if constexpr (std::is_same_v<T, BlockQ8_0>)
-    k.dot_heads_q8(q, row, nh, group, d, scale, out, out_stride);
-  else if constexpr (sizeof(T) == 2)
-    k.dot_heads_f16(q, row, nh, group, d, scale, out, out_stride);
-  else
-    k.dot_heads(q, row, nh, group, d, scale, out, out_stride);
+void dot_heads_row(const DotKernels& k, const float* q, const T* row, int nh, int group, int64_t d, float scale,
+                   float* out, int64_t out_stride) {
+  if constexpr (std::is_same_v<T, BlockQ8_0>) k.dot_heads_q8(q, row, nh, group, d, scale, out, out_stride);
+  else if constexpr (sizeof(T) == 2) k.dot_heads_f16(q, row, nh, group, d, scale, out, out_stride);
+  else k.dot_heads(q, row, nh, group, d, scale, out, out_stride);
 }
 
 template <class T>
-void axpy_heads_row(const DotKernels& k, const float* w, int64_t w_stride, const T* row, int nh, int group,
-                    int64_t d, float* out) {
-  if constexpr (std::is_same_v<T, BlockQ8_0>)
-    k.axpy_heads_q8(w, w_stride, row, nh, group, d, out);
-  else if constexpr (sizeof(T) == 2)
-    k.axpy_heads_f16(w, w_stride, row, nh, group, d, out);
-  else
-    k.axpy_heads(w, w_stride, row, nh, group, d, out);
+void axpy_heads_row(const DotKernels& k, const float* w, int64_t w_stride, const T* row, int nh, int group, int64_t d,
+                    float* out) {
+  if constexpr (std::is_same_v<T, BlockQ8_0>) k.axpy_heads_q8(w, w_stride, row, nh, group, d, out);
+  else if constexpr (sizeof(T) == 2) k.axpy_heads_f16(w, w_stride, row, nh, group, d, out);
+  else k.axpy_heads(w, w_stride, row, nh, group, d, out);
 }
 
 // Cached positions [p0, p1) in blocks of up to 4, and for each block every head h:
 // fn(p, nk, h, rows), rows[j] being position p + j's keys (or values) of head h's KV head.
 // The block's rows are looked up once for all heads and stay in L1 across them.
 template <class T, class Fn>
-void for_position_blocks(const KvView& kv, bool values, int64_t p0, int64_t p1, int nh, int group,
-                         int64_t head_dim, Fn&& fn) {
+void for_position_blocks(const KvView& kv, bool values, int64_t p0, int64_t p1, int nh, int group, int64_t head_dim,
+                         Fn&& fn) {
   for (int64_t p = p0; p < p1; p += 4) {
     const int nk = static_cast<int>(std::min<int64_t>(4, p1 - p));
     const T* base[4];
@@ -99,8 +87,8 @@ void for_position_blocks(const KvView& kv, bool values, int64_t p0, int64_t p1, 
 // (row, head)'s score max and exp sum to part_max / part_sum, merged afterwards.
 template <class T>
 void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, const int32_t* positions,
-              const KvView& kv, const AttentionShape& s, float* o, int64_t o_ld, float* part_max,
-              float* part_sum, float* sc) {
+              const KvView& kv, const AttentionShape& s, float* o, int64_t o_ld, float* part_max, float* part_sum,
+              float* sc) {
   const DotKernels& k = dot_kernels();
   const int group = s.n_head / s.n_head_kv, nh = s.n_head;
   const int64_t p0 = task.p0, span = task.p1 - task.p0;
@@ -125,13 +113,11 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
   for (int64_t t = task.t0; t < task.t1; ++t) last_pos = std::max(last_pos, positions[t]);
   const int64_t p_end = std::min<int64_t>(task.p1, int64_t{last_pos} + 1);
   if (tiled) {
-    for_position_blocks<T>(kv, false, p0, p_end, nh, group, dk,
-                           [&](int64_t p, int nk, int h, const T* const* kr) {
-                             const float* qh = q + task.t0 * q_ld + h * dk;
-                             float* dst = scores(task.t0) + h * span + p - p0;
-                             if constexpr (!std::is_same_v<T, BlockQ8_0>)
-                               dot_tile_rows(k, qh, q_ld, rows, kr, nk, dk, s.scale, dst, row_ld);
-                           });
+    for_position_blocks<T>(kv, false, p0, p_end, nh, group, dk, [&](int64_t p, int nk, int h, const T* const* kr) {
+      const float* qh = q + task.t0 * q_ld + h * dk;
+      float* dst = scores(task.t0) + h * span + p - p0;
+      if constexpr (!std::is_same_v<T, BlockQ8_0>) dot_tile_rows(k, qh, q_ld, rows, kr, nk, dk, s.scale, dst, row_ld);
+    });
   } else {
     for (int64_t p = p0; p < task.p1; ++p) {
       const T* row = typed<T>(kv.k(p));
@@ -159,13 +145,11 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
     std::fill(out_row(t), out_row(t) + nh * dv, 0.0f);
   }
   if (tiled) {
-    for_position_blocks<T>(kv, true, p0, p_end, nh, group, dv,
-                           [&](int64_t p, int nk, int h, const T* const* vr) {
-                             const float* w = scores(task.t0) + h * span + p - p0;
-                             float* dst = out_row(task.t0) + h * dv;
-                             if constexpr (!std::is_same_v<T, BlockQ8_0>)
-                               axpy_tile_rows(k, w, row_ld, rows, vr, nk, dv, dst, o_ld);
-                           });
+    for_position_blocks<T>(kv, true, p0, p_end, nh, group, dv, [&](int64_t p, int nk, int h, const T* const* vr) {
+      const float* w = scores(task.t0) + h * span + p - p0;
+      float* dst = out_row(task.t0) + h * dv;
+      if constexpr (!std::is_same_v<T, BlockQ8_0>) axpy_tile_rows(k, w, row_ld, rows, vr, nk, dv, dst, o_ld);
+    });
     return;
   }
   for (int64_t p = p0; p < task.p1; ++p) {
@@ -178,9 +162,7 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
 }
 
 // Prompt rows (runs of 2 or more rows) over a q8_0 cache.
-bool needs_f32_copy(const AttentionRun& r) {
-  return r.kv.elem == KvElem::Q8_0 && r.n >= 2;
-}
+bool needs_f32_copy(const AttentionRun& r) { return r.kv.elem == KvElem::Q8_0 && r.n >= 2; }
 
 // Positions of a run's f32 copy: all its rows see, for prompt rows over a q8_0 cache; else 0.
 int64_t copied_positions(const AttentionRun& r, const int32_t* positions) {
@@ -195,9 +177,8 @@ int64_t copied_positions(const AttentionRun& r, const int32_t* positions) {
 // it; dequantizing in every tile redid each cached row for every task of 8 rows (prefill of
 // 512 tokens: softmax(QK)V 415-453 ms against 150-164 over f16). Returns `runs` itself when
 // no run needs a copy. Decode rows keep reading the q8_0 cache.
-const std::vector<AttentionRun>& with_f32_prompts(const std::vector<AttentionRun>& runs,
-                                                  const int32_t* positions, ThreadPool& pool,
-                                                  AttentionScratch& scratch) {
+const std::vector<AttentionRun>& with_f32_prompts(const std::vector<AttentionRun>& runs, const int32_t* positions,
+                                                  ThreadPool& pool, AttentionScratch& scratch) {
   if (std::none_of(runs.begin(), runs.end(), needs_f32_copy)) return runs;
   AttentionScratch::F32Copies& c = scratch.f32_copies();
   std::vector<AttentionRun>& out = c.runs;
@@ -263,18 +244,15 @@ size_t copy_floats(const AttentionRun& r, const int32_t* positions) {
 }
 
 void attend(const float* q, int64_t q_ld, const int32_t* positions, const std::vector<AttentionRun>& runs_in,
-            const AttentionShape& s, float* out, int64_t out_ld, ThreadPool& pool,
-            AttentionScratch& scratch) {
+            const AttentionShape& s, float* out, int64_t out_ld, ThreadPool& pool, AttentionScratch& scratch) {
   const std::vector<AttentionRun>& runs = with_f32_prompts(runs_in, positions, pool, scratch);
   // Tasks of up to kRowsPerTask rows of one sequence. A decode row (a sequence's only row in
-  // the batch) is split into fixed chunks of its cached positions (split-K, as
-  // flash-decoding does) whatever the batch: chunks sized to keep the threads busy merged
-  // in an order that depended on the batch and the thread count, so a seeded request
-  // sampled other text on a busy server (7 of 48 at temperature 1.5, thirty-ninth session).
-  // Prompt rows are never split: they come in blocks of up to 8 rows, tasks enough.
-  int64_t blocks = 0;
-  for (const AttentionRun& r : runs) blocks += (r.n + kRowsPerTask - 1) / kRowsPerTask;
-  if (blocks == 0) return;
+  // the batch) is split into fixed chunks of its cached positions (split-K, as flash-decoding
+  // does) whatever the batch: chunks sized to keep the threads busy merged in an order that
+  // depended on the batch and the thread count, so a seeded request sampled other text on a
+  // busy server (7 of 48 at temperature 1.5, thirty-ninth session). Prompt rows are never
+  // split: they come in blocks of up to 8 rows, tasks enough.
+  if (std::all_of(runs.begin(), runs.end(), [](const AttentionRun& r) { return r.n == 0; })) return;
   const int64_t part_floats = kRowsPerTask * s.n_head * (s.head_dim_v + 2);
 
   auto& tasks = scratch.tasks();
@@ -295,8 +273,8 @@ void attend(const float* q, int64_t q_ld, const int32_t* positions, const std::v
       }
       merges.push_back({t, t1, n_parts, static_cast<int32_t>(chunks)});
       for (int64_t c = 0; c < chunks; ++c) {
-        tasks.push_back({static_cast<int32_t>(r), t, t1, c * kDecodeChunk,
-                         std::min(span, (c + 1) * kDecodeChunk), n_parts++});
+        tasks.push_back({static_cast<int32_t>(r), t, t1, c * kDecodeChunk, std::min(span, (c + 1) * kDecodeChunk),
+                         n_parts++});
       }
     }
   }
@@ -308,8 +286,7 @@ void attend(const float* q, int64_t q_ld, const int32_t* positions, const std::v
   scratch.reserve_threads(pool.size());
   pool.parallel_for(static_cast<int64_t>(tasks.size()), [&](int64_t i, int thread) {
     const AttentionScratch::Task& task = tasks[i];
-    float* sc =
-        scratch.scores(thread, static_cast<size_t>((task.t1 - task.t0) * s.n_head * (task.p1 - task.p0)));
+    float* sc = scratch.scores(thread, static_cast<size_t>((task.t1 - task.t0) * s.n_head * (task.p1 - task.p0)));
     const KvView& kv = runs[task.run].kv;
     const bool whole = task.part < 0;
     float* o = whole ? out : part_o(task.part);
@@ -317,14 +294,9 @@ void attend(const float* q, int64_t q_ld, const int32_t* positions, const std::v
     float* pm = whole ? nullptr : part_max(task.part);
     float* ps = whole ? nullptr : part_sum(task.part);
     switch (kv.elem) {
-      case KvElem::F16:
-        run_task<uint16_t>(task, q, q_ld, positions, kv, s, o, o_ld, pm, ps, sc);
-        break;
-      case KvElem::Q8_0:
-        run_task<BlockQ8_0>(task, q, q_ld, positions, kv, s, o, o_ld, pm, ps, sc);
-        break;
-      default:
-        run_task<float>(task, q, q_ld, positions, kv, s, o, o_ld, pm, ps, sc);
+      case KvElem::F16: run_task<uint16_t>(task, q, q_ld, positions, kv, s, o, o_ld, pm, ps, sc); break;
+      case KvElem::Q8_0: run_task<BlockQ8_0>(task, q, q_ld, positions, kv, s, o, o_ld, pm, ps, sc); break;
+      default: run_task<float>(task, q, q_ld, positions, kv, s, o, o_ld, pm, ps, sc);
     }
   });
 
@@ -358,12 +330,10 @@ void attend(const float* q, int64_t q_ld, const int32_t* positions, const std::v
 }  // namespace
 
 void attention(const float* q, int64_t q_ld, const int32_t* positions, const std::vector<AttentionRun>& runs,
-               const AttentionShape& s, float* out, int64_t out_ld, ThreadPool& pool,
-               AttentionScratch& scratch) {
+               const AttentionShape& s, float* out, int64_t out_ld, ThreadPool& pool, AttentionScratch& scratch) {
   size_t total = 0;
   for (const AttentionRun& r : runs) total += copy_floats(r, positions);
-  if (total <= scratch.max_copy_floats)
-    return attend(q, q_ld, positions, runs, s, out, out_ld, pool, scratch);
+  if (total <= scratch.max_copy_floats) return attend(q, q_ld, positions, runs, s, out, out_ld, pool, scratch);
   // Runs are independent (each writes only its own rows), so they can go in groups.
   std::vector<AttentionRun>& group = scratch.group();
   group.clear();
