@@ -799,6 +799,53 @@ TEST(KernelsPacked, ManyTokensMatchScalar) {
   }
 }
 
+// The tile kernels (AMX) give the AVX-512 VNNI kernels' results bit for bit, which a token
+// alone gets through the one-token path: row ranges that start and end off the 16-row
+// tiles, token counts around the 16-token chunks, one matrix and two.
+TEST(KernelsPacked, TileKernelsGiveTheVectorKernelsBits) {
+  const PackedKernels* amx = packed_kernels_amx();
+  const PackedKernels* vnni = packed_kernels_avx512vnni();
+  if (!amx || !vnni) GTEST_SKIP() << "no AMX tiles on this CPU";
+  if (&packed_kernels() != amx) GTEST_SKIP() << "SY_ISA keeps the kernels below AMX (no tile layout)";
+  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+    for (int64_t cols : {512, 2048}) {
+      const int64_t rows = 53;
+      const size_t rb = dtype_row_bytes(t, cols);
+      std::vector<std::vector<uint8_t>> packed;
+      for (uint64_t seed : {71u, 72u}) {
+        const auto gguf = encode(t, random_vec(rows * cols, seed + cols), rows, cols);
+        packed.emplace_back(gguf.size());
+        for (int64_t r = 0; r < rows; ++r) pack_row(t, gguf.data() + r * rb, packed.back().data() + r * rb, cols);
+      }
+      const int64_t from = amx->tile_tokens;
+      for (int64_t n : {from - 1, from, from + 1, 2 * from - 1, int64_t{40}}) {
+        const auto x = random_vec(n * cols, 80 + n);
+        PackedActivations acts;
+        acts.quantize(x.data(), n, cols, cols);
+        ASSERT_EQ(acts.has_tiles(), n >= from) << "n=" << n;
+        const auto one = [&](const PackedKernels* k) { return t == DType::Q4_0 ? k->q4_0 : k->q8_0; };
+        const auto two = [&](const PackedKernels* k) { return t == DType::Q4_0 ? k->q4_0_two : k->q8_0_two; };
+        std::vector<float> want(n * rows, -1.0f), got(n * rows, -1.0f), got_b(n * rows, -1.0f), want_b(n * rows, -1.0f);
+        one(vnni)(packed[0].data(), rb, cols, 3, rows, acts, want.data(), rows);
+        one(amx)(packed[0].data(), rb, cols, 3, rows, acts, got.data(), rows);
+        EXPECT_EQ(got, want) << dtype_name(t) << " cols=" << cols << " n=" << n;
+        one(vnni)(packed[1].data(), rb, cols, 3, rows, acts, want_b.data(), rows);
+        std::fill(got.begin(), got.end(), -1.0f);
+        two(amx)(packed[0].data(), packed[1].data(), rb, cols, 3, rows, acts, got.data(), got_b.data(), rows);
+        EXPECT_EQ(got, want) << "two, a: " << dtype_name(t) << " cols=" << cols << " n=" << n;
+        EXPECT_EQ(got_b, want_b) << "two, b: " << dtype_name(t) << " cols=" << cols << " n=" << n;
+        // The last token alone, through the one-token path.
+        PackedActivations lone;
+        lone.quantize(x.data() + (n - 1) * cols, 1, cols, cols);
+        ASSERT_FALSE(lone.has_tiles());
+        std::vector<float> alone(rows, -1.0f);
+        one(amx)(packed[0].data(), rb, cols, 0, rows, lone, alone.data(), rows);
+        for (int64_t r = 3; r < rows; ++r) EXPECT_EQ(alone[r], want[(n - 1) * rows + r]) << dtype_name(t) << " row " << r;
+      }
+    }
+  }
+}
+
 // The two-matrix form (an expert's gate and up on one input) gives each matrix's own
 // single-matrix results, for every token count up to 10 and rows not a multiple of 2.
 TEST(KernelsPacked, TwoMatricesMatchOneAtATime) {

@@ -116,6 +116,8 @@ const DotKernels* dot_kernels_avx512();
 bool isa_forced_scalar();
 // True when SY_ISA=avx2 asks for the AVX2 kernels where AVX-512 ones exist.
 bool isa_forced_avx2();
+// True when SY_ISA=avx512 asks for the AVX-512 kernels where AMX tile ones exist.
+bool isa_forced_avx512();
 
 // True when weights of this type take Q8_0 activations.
 inline bool takes_q8_activations(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }

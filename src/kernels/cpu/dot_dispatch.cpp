@@ -15,9 +15,9 @@ bool isa_is(const char* name) {
   static const std::string isa = [] {
     const char* v = std::getenv("SY_ISA");
     const std::string s = ascii_lower(v ? v : "");
-    if (!s.empty() && s != "scalar" && s != "avx2") {
+    if (!s.empty() && s != "scalar" && s != "avx2" && s != "avx512") {
       std::fprintf(stderr,
-                   "warning: SY_ISA=%s is not one of scalar, avx2; using the best kernels this CPU has\n", v);
+                   "warning: SY_ISA=%s is not one of scalar, avx2, avx512; using the best kernels this CPU has\n", v);
     }
     return s;
   }();
@@ -28,6 +28,7 @@ bool isa_is(const char* name) {
 
 bool isa_forced_scalar() { return isa_is("scalar"); }
 bool isa_forced_avx2() { return isa_is("avx2"); }
+bool isa_forced_avx512() { return isa_is("avx512"); }
 
 const DotKernels& dot_kernels() {
   static const DotKernels& chosen = []() -> const DotKernels& {

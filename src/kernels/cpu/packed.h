@@ -24,6 +24,13 @@
 // group, 8 vectors of 32 bytes, vector m lane i = values 4m..4m+3 of block i, with the
 // vectors of groups 2p and 2p + 1 interleaved (64-byte stride); then per-block scales and
 // sums of quants in block order.
+//
+// For the tile kernels (AMX, kernels that set tile_tokens) the activations are also laid
+// out as matrix tiles, 16 token rows at a time ("chunks"): for chunk c and block b (rows
+// of whole group pairs only), a tile of 8 rows x 64 bytes whose row k holds, for tokens
+// 16c + n (n = 0..15), values 4k..4k+3 of block b (the "VNNI" order of the tile multiply's
+// second operand); tokens past the last row are zero. Beside them, the 16 tokens' scales
+// of block b as floats.
 #pragma once
 
 #include <algorithm>
@@ -199,8 +206,18 @@ class PackedActivations {
   const int32_t* sum(int64_t t) const { return s_.data() + t * groups_ * kGroupBlocks; }
   const BlockQ8_0* tail(int64_t t) const { return tail_.data() + t * tail_blocks_; }
 
+  // The tile layout (see the top of this file): built by quantize() when the dispatched
+  // kernels take it (PackedKernels::tile_tokens) at this many rows, and the rows are whole
+  // group pairs.
+  bool has_tiles() const { return tiled_; }
+  static constexpr int64_t kTileRows = 16;     // tokens per chunk
+  static constexpr int64_t kTileBytes = 512;   // 8 rows x 64 bytes
+  const int8_t* tile(int64_t chunk, int64_t block) const { return tiles_.data() + (chunk * blocks_ + block) * kTileBytes; }
+  const float* tile_d(int64_t chunk, int64_t block) const { return tile_d_.data() + (chunk * blocks_ + block) * kTileRows; }
+
  private:
   static int64_t group_offset(int64_t g) { return (g / 2) * 2 * kGroupValues + (g % 2) * 32; }
+  void build_tiles();
 
   int64_t n_ = 0, cols_ = 0, groups_ = 0, tail_blocks_ = 0;
   int64_t q_stride_ = 0;  // bytes of quants per row: groups rounded up to pairs
@@ -208,6 +225,10 @@ class PackedActivations {
   AlignedVector<float> d_;
   AlignedVector<int32_t> s_;
   std::vector<BlockQ8_0> tail_;
+  bool tiled_ = false;
+  int64_t blocks_ = 0;  // blocks per row in the tile layout
+  AlignedVector<int8_t> tiles_;
+  AlignedVector<float> tile_d_;
 };
 
 // Packed kernels: y[t * ldy + r] = dot(row r, activation row t) for rows [r0, r1) and
@@ -231,14 +252,20 @@ struct PackedKernels {
   // The first `pairs` group pairs of a row from GGUF blocks to the packed layout; src may
   // be dst (the expert store packs every expert it reads from disk in place).
   void (*pack_pairs)(DType t, const uint8_t* src, uint8_t* dst, int64_t pairs);
+  // From this many activation rows on, the kernels read the activations' tile layout
+  // (PackedActivations::has_tiles) where it was built; 0: they never do.
+  int64_t tile_tokens = 0;
 };
 
-// Best for this CPU: AVX-512 VNNI, else AVX2, else scalar (SY_ISA=scalar or avx2 caps it,
-// as for the dots).
+// Best for this CPU: AMX tiles, else AVX-512 VNNI, else AVX2, else scalar (SY_ISA=scalar,
+// avx2 or avx512 caps it, as for the dots).
 const PackedKernels& packed_kernels();
 const PackedKernels& packed_kernels_scalar();      // reference
 const PackedKernels* packed_kernels_avx2();        // nullptr without AVX2, FMA and F16C
 const PackedKernels* packed_kernels_avx512vnni();  // nullptr without AVX-512 VNNI
+// AVX-512 VNNI's table with AMX int8 tiles from tile_tokens rows on, giving its results bit
+// for bit; nullptr without AMX (or where the OS does not grant the tile state).
+const PackedKernels* packed_kernels_amx();
 // Every table this CPU runs, scalar first (tests compare each against the reference).
 std::vector<const PackedKernels*> packed_kernels_all();
 
