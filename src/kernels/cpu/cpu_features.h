@@ -11,4 +11,12 @@ inline bool cpu_has_f16c() {
   return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
 }
 
+// AMX tiles with int8 multiplies (leaf 7: EDX bits 24 and 25) and AVX-512 VBMI (ECX bit
+// 1), which clang 14's __builtin_cpu_supports does not know either.
+inline bool cpu_has_amx_int8_vbmi() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 24)) != 0 && (d & (1u << 25)) != 0 &&
+         (c & (1u << 1)) != 0;
+}
+
 }  // namespace sy::cpu

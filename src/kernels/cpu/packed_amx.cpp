@@ -313,8 +313,7 @@ bool tiles_granted() {
 const PackedKernels* packed_kernels_amx() {
   static const PackedKernels* table = []() -> const PackedKernels* {
     const PackedKernels* v = packed_kernels_avx512vnni();
-    if (!v || !__builtin_cpu_supports("avx512vbmi") || !__builtin_cpu_supports("amx-tile") ||
-        !__builtin_cpu_supports("amx-int8") || !tiles_granted()) {
+    if (!v || !cpu_has_amx_int8_vbmi() || !tiles_granted()) {
       return nullptr;
     }
     static const PackedKernels k{"amx",           kernel<DType::Q4_0>, kernel<DType::Q8_0>,
