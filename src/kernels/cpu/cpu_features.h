@@ -11,6 +11,12 @@ inline bool cpu_has_f16c() {
   return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
 }
 
+inline bool cpu_is_intel() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  // "GenuineIntel" in EBX, EDX, ECX.
+  return __get_cpuid(0, &a, &b, &c, &d) && b == 0x756e6547 && d == 0x49656e69 && c == 0x6c65746e;
+}
+
 // AMX tiles with int8 multiplies (leaf 7: EDX bits 24 and 25) and AVX-512 VBMI (ECX bit
 // 1), which clang 14's __builtin_cpu_supports does not know either.
 inline bool cpu_has_amx_int8_vbmi() {

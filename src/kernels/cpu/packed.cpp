@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/quantize.h"
 
@@ -194,6 +195,11 @@ void PackedActivations::build_tiles() {
       tile_d_[(c * blocks_ + b) * kTileRows + n] = d(t)[b];
     }
   }
+}
+
+bool small_tiles_prefetch() {
+  static const bool intel = cpu_is_intel();  // CPUID once: it costs a VM exit
+  return intel;
 }
 
 const PackedKernels& packed_kernels_scalar() {

@@ -157,7 +157,7 @@ SY_VNNI __attribute__((always_inline)) inline void add_rest(const uint8_t* row, 
 // token chains (register tiling across tokens); each activation vector is loaded once and
 // feeds all NR rows (tiling across rows: half the activation loads per multiply-add). 512-bit vpdpbusd: on CPUs that split 512-bit operations (Zen 4) it still does
 // twice the multiply-adds per cycle of the 256-bit form.
-template <DType T, int NR, int NT>
+template <DType T, int NR, int NT, bool Prefetch = kTilePrefetches<NT>>
 SY_VNNI void rows_dot(const uint8_t* const* row, int64_t cols, const PackedActivations& x, int64_t t0, float* const* out,
                       int64_t ldy, int64_t far = 0) {
   const int64_t groups = packed_groups(cols);
@@ -176,7 +176,7 @@ SY_VNNI void rows_dot(const uint8_t* const* row, int64_t cols, const PackedActiv
 #pragma GCC unroll 2
     for (int i = 0; i < NR; ++i) {
       const uint8_t* grp = row[i] + g * gb;
-      if constexpr (kTilePrefetches<NT>) {
+      if constexpr (Prefetch) {
         prefetch_pair_ahead<T>(grp);
         prefetch_pair_far<T>(grp, far);
       }
@@ -343,6 +343,8 @@ template <DType T, int NT>
 SY_VNNI void tile(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
                   const PackedActivations& x, int64_t t0, float* ya, float* yb, int64_t ldy,
                   NextBlockPrefetch* next = nullptr, const RowsAhead& far = {}) {
+  // Tiles of 1-2 tokens prefetch too where the CPU gains by it (small_tiles_prefetch).
+  const bool prefetch = kTilePrefetches<NT> || small_tiles_prefetch();
   if constexpr (NT <= 4) {
     if (wb) {
       for (int64_t r = r0; r < r1; ++r) {
@@ -352,7 +354,8 @@ SY_VNNI void tile(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_
         }
         const uint8_t* rows[2] = {wa + r * row_bytes, wb + r * row_bytes};
         float* outs[2] = {ya + r, yb + r};
-        rows_dot<T, 2, NT>(rows, cols, x, t0, outs, ldy, far.offset(r));
+        if (prefetch) rows_dot<T, 2, NT, true>(rows, cols, x, t0, outs, ldy, far.offset(r));
+        else rows_dot<T, 2, NT, false>(rows, cols, x, t0, outs, ldy);
       }
       return;
     }
@@ -364,7 +367,8 @@ SY_VNNI void tile(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, int64_
       if (next) next[m].slice().issue_all();
       const uint8_t* rows[1] = {w + r * row_bytes};
       float* outs[1] = {y + r};
-      rows_dot<T, 1, NT>(rows, cols, x, t0, outs, ldy, far.offset(r));
+      if (prefetch) rows_dot<T, 1, NT, true>(rows, cols, x, t0, outs, ldy, far.offset(r));
+      else rows_dot<T, 1, NT, false>(rows, cols, x, t0, outs, ldy);
     }
   }
 }
