@@ -160,8 +160,8 @@ template <int NT>
 constexpr bool kTilePrefetches = NT > 2;
 // On Intel the AVX-512 tiles of 1-2 tokens prefetch as well (near and far): on a Xeon
 // with AMX under KVM (2 threads, BM_GroupedFfn, two builds alternating three times) one
-// token's experts read 26.7-28.2 against 26.1-26.6 GB/s, and 16 tokens' (~2.3 a expert)
-// 24.7-25.3 against 22.9-23.5; the Zen 4 measurements above went the other way.
+// token's experts read 26.7-28.2 against 24.9-26.6 GB/s, and 16 tokens' (~2.3 an expert)
+// 24.7-25.3 against 22.3-23.5; the Zen 4 measurements above went the other way.
 bool small_tiles_prefetch();
 // A group pair's lines `far` bytes on, into L2 (nothing when far is 0).
 template <DType T>
