@@ -6,23 +6,34 @@
 
 namespace sy::cpu {
 
+// Each reads CPUID once: in a VM every CPUID is an exit to the hypervisor (~30 us), and the
+// kernel tables that ask are looked up on hot paths.
 inline bool cpu_has_f16c() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+  }();
+  return has;
 }
 
 inline bool cpu_is_intel() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  // "GenuineIntel" in EBX, EDX, ECX.
-  return __get_cpuid(0, &a, &b, &c, &d) && b == 0x756e6547 && d == 0x49656e69 && c == 0x6c65746e;
+  static const bool intel = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    // "GenuineIntel" in EBX, EDX, ECX.
+    return __get_cpuid(0, &a, &b, &c, &d) && b == 0x756e6547 && d == 0x49656e69 && c == 0x6c65746e;
+  }();
+  return intel;
 }
 
 // AMX tiles with int8 multiplies (leaf 7: EDX bits 24 and 25) and AVX-512 VBMI (ECX bit
 // 1), which clang 14's __builtin_cpu_supports does not know either.
 inline bool cpu_has_amx_int8_vbmi() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 24)) != 0 && (d & (1u << 25)) != 0 &&
-         (c & (1u << 1)) != 0;
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 24)) != 0 && (d & (1u << 25)) != 0 &&
+           (c & (1u << 1)) != 0;
+  }();
+  return has;
 }
 
 }  // namespace sy::cpu

@@ -197,10 +197,7 @@ void PackedActivations::build_tiles() {
   }
 }
 
-bool small_tiles_prefetch() {
-  static const bool intel = cpu_is_intel();  // CPUID once: it costs a VM exit
-  return intel;
-}
+bool small_tiles_prefetch() { return cpu_is_intel(); }
 
 const PackedKernels& packed_kernels_scalar() {
   static const PackedKernels k{"scalar",

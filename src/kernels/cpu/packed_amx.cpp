@@ -254,10 +254,7 @@ SY_AMX void rows16(int64_t cols, int64_t r, const PackedActivations& x, float* y
   }
 }
 
-const PackedKernels& vnni() {
-  static const PackedKernels& k = *packed_kernels_avx512vnni();
-  return k;
-}
+const PackedKernels& vnni() { return *packed_kernels_avx512vnni(); }
 
 // Rows [r0, r1) of one or two matrices: whole tiles of 16 rows here, the rest (and inputs
 // without the tile layout) on the VNNI kernels.
