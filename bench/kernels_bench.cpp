@@ -315,33 +315,58 @@ void BM_AttentionPrefill(benchmark::State& state) {
 BENCHMARK(BM_AttentionPrefill)->Args({512, 1})->Args({512, 2})->UseRealTime();
 
 // Batched decode: one query row for each of 16 sequences, every sequence with its own
-// cached K/V (64 MiB in all at ctx 256: read from memory, as in a served batch).
-// Compare its bytes/s with BM_Matmul/2/1/2, the weight stream's rate.
+// cached K/V (64 MiB in all at ctx 256 f32: read from memory, as in a served batch).
+// Args: positions a sequence, bytes a cached value (4: f32, 2: f16), positions a block
+// (0: one block a sequence; the engine's paged cache uses 16), layers (each call reads
+// the next layer's cache: 64 layers of 16 x 96 f16 positions, 800 MB, come from memory
+// as in the engine, where the expert weights stream through the last-level cache between
+// two reads of a layer's cache; one layer's fits in it). Compare its bytes/s with
+// BM_Matmul/2/1/2, the weight stream's rate.
 void BM_AttentionDecodeBatch(benchmark::State& state) {
   const int64_t ctx = state.range(0), n_seq = 16, dim = 16 * 128;
+  const KvElem elem = state.range(1) == 2 ? KvElem::F16 : KvElem::F32;
+  const int64_t block = state.range(2) > 0 ? state.range(2) : ctx;
+  const int64_t layers = state.range(3);
+  const int64_t row_bytes = kv_row_bytes(elem, dim), blocks = (ctx + block - 1) / block;
   const AttentionShape s{16, 16, 128, 128, 0.088f};
-  // On huge pages, like the engine's KV cache.
-  HugePageMemory mem(2 * n_seq * ctx * dim * sizeof(float), /*prefault=*/true);
-  auto* all = reinterpret_cast<float*>(mem.data());
-  std::fill(all, all + 2 * n_seq * ctx * dim, 0.01f);
-  std::vector<const void*> kb(n_seq), vb(n_seq);
-  std::vector<AttentionRun> runs;
-  for (int64_t i = 0; i < n_seq; ++i) {
-    kb[i] = all + (2 * i) * ctx * dim;
-    vb[i] = all + (2 * i + 1) * ctx * dim;
+  // On huge pages, like the engine's KV cache; the blocks of all sequences interleaved,
+  // as a cache that grew them step by step hands them out.
+  const size_t layer_bytes = static_cast<size_t>(2 * n_seq * blocks * block * row_bytes);
+  const size_t bytes = layer_bytes * static_cast<size_t>(layers);
+  HugePageMemory mem(bytes, /*prefault=*/true);
+  auto* all = static_cast<uint8_t*>(mem.data());
+  if (elem == KvElem::F16) {
+    std::fill(reinterpret_cast<uint16_t*>(all), reinterpret_cast<uint16_t*>(all + bytes), uint16_t{0x211f});  // ~0.01
+  } else {
+    std::fill(reinterpret_cast<float*>(all), reinterpret_cast<float*>(all + bytes), 0.01f);
   }
-  for (int64_t i = 0; i < n_seq; ++i) runs.push_back({i, 1, KvView{&kb[i], &vb[i], ctx, dim, dim}});
+  std::vector<std::vector<const void*>> kb(layers * n_seq), vb(layers * n_seq);
+  std::vector<std::vector<AttentionRun>> runs(layers);
+  for (int64_t l = 0; l < layers; ++l) {
+    for (int64_t i = 0; i < n_seq; ++i) {
+      auto& k = kb[l * n_seq + i];
+      auto& v = vb[l * n_seq + i];
+      for (int64_t b = 0; b < blocks; ++b) {
+        const size_t at = l * layer_bytes + 2 * (b * n_seq + i) * block * row_bytes;
+        k.push_back(all + at);
+        v.push_back(all + at + block * row_bytes);
+      }
+      runs[l].push_back({i, 1, KvView{k.data(), v.data(), block, dim, dim, elem}});
+    }
+  }
   std::vector<float> q(n_seq * dim, 0.3f), out(n_seq * dim);
   std::vector<int32_t> pos(n_seq, static_cast<int32_t>(ctx - 1));
   AttentionScratch scratch;
   ThreadPool pool(2);
+  int64_t layer = 0;
   for (auto _ : state) {
-    attention(q.data(), dim, pos.data(), runs, s, out.data(), dim, pool, scratch);
+    attention(q.data(), dim, pos.data(), runs[layer], s, out.data(), dim, pool, scratch);
     benchmark::DoNotOptimize(out.data());
+    layer = (layer + 1) % layers;
   }
-  state.SetBytesProcessed(state.iterations() * n_seq * ctx * dim * 2 * static_cast<int64_t>(sizeof(float)));
+  state.SetBytesProcessed(state.iterations() * n_seq * ctx * row_bytes * 2);
 }
-BENCHMARK(BM_AttentionDecodeBatch)->Arg(256)->UseRealTime();
+BENCHMARK(BM_AttentionDecodeBatch)->Args({256, 4, 0, 1})->Args({96, 2, 16, 1})->Args({96, 2, 16, 64})->UseRealTime();
 
 }  // namespace
 }  // namespace sy::cpu

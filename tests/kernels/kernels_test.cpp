@@ -224,54 +224,6 @@ TEST(Kernels, AttentionTileKernelsMatchSums) {
   }
 }
 
-TEST(Kernels, HeadKernelsMatchScalar) {
-  const DotKernels& fast = dot_kernels();
-  const DotKernels& ref = dot_kernels_scalar();
-  for (int64_t d : {8, 72, 128, 200}) {
-    for (int group : {1, 4}) {
-      const int nh = 8, nkv = nh / group;
-      const int64_t stride = 11;  // scores of one head are `stride` apart
-      const auto row = random_vec(nkv * d, 6), q = random_vec(nh * d, 7), w = random_vec(nh * stride, 8);
-      std::vector<float> a(nh * stride), b(nh * stride);
-      fast.dot_heads(q.data(), row.data(), nh, group, d, 0.5f, a.data(), stride);
-      ref.dot_heads(q.data(), row.data(), nh, group, d, 0.5f, b.data(), stride);
-      for (int h = 0; h < nh; ++h) {
-        double want = 0;
-        for (int64_t i = 0; i < d; ++i) want += double{q[h * d + i]} * row[h / group * d + i];
-        EXPECT_NEAR(a[h * stride], 0.5 * want, 1e-4 * d) << d;
-        EXPECT_NEAR(b[h * stride], 0.5 * want, 1e-4 * d) << d;
-      }
-      std::vector<float> o1(nh * d, 1.0f), o2(nh * d, 1.0f);  // accumulates into what is there
-      fast.axpy_heads(w.data(), stride, row.data(), nh, group, d, o1.data());
-      ref.axpy_heads(w.data(), stride, row.data(), nh, group, d, o2.data());
-      for (int h = 0; h < nh; ++h) {
-        for (int64_t i = 0; i < d; ++i) {
-          const float want = 1.0f + w[h * stride] * row[h / group * d + i];
-          EXPECT_NEAR(o1[h * d + i], want, 1e-5) << d;
-          EXPECT_NEAR(o2[h * d + i], want, 1e-5) << d;
-        }
-      }
-      // The f16 forms, against the same sums over the rounded values.
-      std::vector<uint16_t> half(row.size());
-      for (size_t i = 0; i < row.size(); ++i) half[i] = f32_to_f16(row[i]);
-      for (const DotKernels* kk : {&fast, &ref}) {
-        kk->dot_heads_f16(q.data(), half.data(), nh, group, d, 0.5f, a.data(), stride);
-        std::vector<float> o(nh * d, 1.0f);
-        kk->axpy_heads_f16(w.data(), stride, half.data(), nh, group, d, o.data());
-        for (int h = 0; h < nh; ++h) {
-          double want = 0;
-          for (int64_t i = 0; i < d; ++i) want += double{q[h * d + i]} * f16_to_f32(half[h / group * d + i]);
-          EXPECT_NEAR(a[h * stride], 0.5 * want, 1e-4 * d) << kk->isa << " " << d;
-          for (int64_t i = 0; i < d; ++i) {
-            EXPECT_NEAR(o[h * d + i], 1.0f + w[h * stride] * f16_to_f32(half[h / group * d + i]), 1e-5)
-                << kk->isa << " " << d;
-          }
-        }
-      }
-    }
-  }
-}
-
 // The q8_0 forms (a q8_0 KV cache) against sums over the dequantized values, on heads of
 // one and of several blocks, with grouped KV heads.
 TEST(Kernels, Q8HeadKernelsMatchDequantizedSums) {

@@ -20,12 +20,10 @@ const T* typed(const void* p) {
   return static_cast<const T*>(p);
 }
 
-// KV head `kv_head`'s part of a cached row of head_dim values per head (q8_0 rows count in
-// blocks of kQBlock values).
+// KV head `kv_head`'s part of a cached row of head_dim values per head (f32 or f16).
 template <class T>
 const T* head_part(const T* row, int64_t kv_head, int64_t head_dim) {
-  if constexpr (std::is_same_v<T, BlockQ8_0>) return row + kv_head * (head_dim / kQBlock);
-  else return row + kv_head * head_dim;
+  return row + kv_head * head_dim;
 }
 
 // The tile kernels for rows of T (f32 or f16; prompt rows over a q8_0 cache read an f32
@@ -42,22 +40,6 @@ void axpy_tile_rows(const DotKernels& k, const float* w, int64_t ld, int64_t nq,
                     float* out, int64_t out_ld) {
   if constexpr (sizeof(T) == 2) k.axpy_tile_f16(w, ld, nq, vr, nk, d, out, out_ld);
   else k.axpy_tile(w, ld, nq, vr, nk, d, out, out_ld);
-}
-
-template <class T>
-void dot_heads_row(const DotKernels& k, const float* q, const T* row, int nh, int group, int64_t d, float scale,
-                   float* out, int64_t out_stride) {
-  if constexpr (std::is_same_v<T, BlockQ8_0>) k.dot_heads_q8(q, row, nh, group, d, scale, out, out_stride);
-  else if constexpr (sizeof(T) == 2) k.dot_heads_f16(q, row, nh, group, d, scale, out, out_stride);
-  else k.dot_heads(q, row, nh, group, d, scale, out, out_stride);
-}
-
-template <class T>
-void axpy_heads_row(const DotKernels& k, const float* w, int64_t w_stride, const T* row, int nh, int group, int64_t d,
-                    float* out) {
-  if constexpr (std::is_same_v<T, BlockQ8_0>) k.axpy_heads_q8(w, w_stride, row, nh, group, d, out);
-  else if constexpr (sizeof(T) == 2) k.axpy_heads_f16(w, w_stride, row, nh, group, d, out);
-  else k.axpy_heads(w, w_stride, row, nh, group, d, out);
 }
 
 // Cached positions [p0, p1) in blocks of up to 4, and for each block every head h:
@@ -98,32 +80,34 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
   // Row t's outputs: batch row t of `out`, or row t - t0 of a chunk's partial slot.
   const int64_t o_row0 = part_max ? task.t0 : 0;
   auto out_row = [&](int64_t t) { return o + (t - o_row0) * o_ld; };
-  // Several rows of one sequence (a prompt): tiles of the task's rows x 4 positions, one
-  // head at a time, over blocks of 4 cached rows that stay in L1 across the heads. Row by
-  // row, each score cost a horizontal sum and each K/V vector a load per row. 512 rows of
-  // one sequence, 16 heads of 128, one thread: 28 -> 44 GFLOP/s; prefill of 512 tokens
-  // +7-9% (in-process A/B). Rows that do not see a position of a block get scores there
-  // all the same, zeroed after the softmax.
+  // Tiles of the task's rows x 4 positions, one head at a time, over blocks of 4 cached
+  // rows that stay in L1 across the heads. For several rows of one sequence (a prompt):
+  // row by row, each score cost a horizontal sum and each K/V vector a load per row (512
+  // rows of one sequence, 16 heads of 128, one thread: 28 -> 44 GFLOP/s; prefill of 512
+  // tokens +7-9%, in-process A/B). For a decode row: four rows read at once keep more of
+  // them in flight from memory than one row after the other (BM_AttentionDecodeBatch,
+  // f16 from memory: 17.1-17.5 against 12.7-13.1 GB/s). Rows that do not see a position
+  // of a block get scores there all the same, zeroed after the softmax.
   const int64_t rows = task.t1 - task.t0;
-  // q8_0 rows have no tile kernels: a q8_0 task of several rows (attention() gives prompt
-  // rows an f32 copy instead) goes row by row.
-  const bool tiled = rows >= 2 && !std::is_same_v<T, BlockQ8_0>;
+  // q8_0 rows have no tile kernels: they go row by row (attention() gives prompt rows
+  // over a q8_0 cache an f32 copy instead).
+  constexpr bool tiled = !std::is_same_v<T, BlockQ8_0>;
   const int64_t dk = s.head_dim_k, dv = s.head_dim_v, row_ld = nh * span;
   int32_t last_pos = 0;
   for (int64_t t = task.t0; t < task.t1; ++t) last_pos = std::max(last_pos, positions[t]);
   const int64_t p_end = std::min<int64_t>(task.p1, int64_t{last_pos} + 1);
-  if (tiled) {
+  if constexpr (tiled) {
     for_position_blocks<T>(kv, false, p0, p_end, nh, group, dk, [&](int64_t p, int nk, int h, const T* const* kr) {
       const float* qh = q + task.t0 * q_ld + h * dk;
       float* dst = scores(task.t0) + h * span + p - p0;
-      if constexpr (!std::is_same_v<T, BlockQ8_0>) dot_tile_rows(k, qh, q_ld, rows, kr, nk, dk, s.scale, dst, row_ld);
+      dot_tile_rows(k, qh, q_ld, rows, kr, nk, dk, s.scale, dst, row_ld);
     });
   } else {
     for (int64_t p = p0; p < task.p1; ++p) {
       const T* row = typed<T>(kv.k(p));
       for (int64_t t = task.t0; t < task.t1; ++t) {
         if (p > positions[t]) continue;  // causal: row t sees positions 0..positions[t]
-        dot_heads_row(k, q + t * q_ld, row, nh, group, dk, s.scale, scores(t) + p - p0, span);
+        k.dot_heads_q8(q + t * q_ld, row, nh, group, dk, s.scale, scores(t) + p - p0, span);
       }
     }
   }
@@ -144,19 +128,19 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
     }
     std::fill(out_row(t), out_row(t) + nh * dv, 0.0f);
   }
-  if (tiled) {
+  if constexpr (tiled) {
     for_position_blocks<T>(kv, true, p0, p_end, nh, group, dv, [&](int64_t p, int nk, int h, const T* const* vr) {
       const float* w = scores(task.t0) + h * span + p - p0;
       float* dst = out_row(task.t0) + h * dv;
-      if constexpr (!std::is_same_v<T, BlockQ8_0>) axpy_tile_rows(k, w, row_ld, rows, vr, nk, dv, dst, o_ld);
+      axpy_tile_rows(k, w, row_ld, rows, vr, nk, dv, dst, o_ld);
     });
-    return;
-  }
-  for (int64_t p = p0; p < task.p1; ++p) {
-    const T* row = typed<T>(kv.v(p));
-    for (int64_t t = task.t0; t < task.t1; ++t) {
-      if (p > positions[t]) continue;
-      axpy_heads_row(k, scores(t) + p - p0, span, row, nh, group, dv, out_row(t));
+  } else {
+    for (int64_t p = p0; p < task.p1; ++p) {
+      const T* row = typed<T>(kv.v(p));
+      for (int64_t t = task.t0; t < task.t1; ++t) {
+        if (p > positions[t]) continue;
+        k.axpy_heads_q8(scores(t) + p - p0, span, row, nh, group, dv, out_row(t));
+      }
     }
   }
 }

@@ -45,29 +45,20 @@ struct DotKernels {
   float (*q8_0)(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n);
   float (*q4_0)(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n);
   void (*axpy)(float a, const float* x, float* y, int64_t n);  // y += a * x
-  // One cached position against a task's nh query heads, head h reading KV head h / group
-  // of the row (attention walks the cache position by position, so each cached row is
-  // read once, as one contiguous stream, for all heads):
-  //   out[h * out_stride] = scale * dot(q + h * d, row + (h / group) * d)   over d values.
-  void (*dot_heads)(const float* q, const float* row, int nh, int group, int64_t d, float scale, float* out,
-                    int64_t out_stride);
-  // out[h * d + i] += w[h * w_stride] * row[(h / group) * d + i]   for h < nh, i < d
-  // (the softmax-weighted values of one cached position added into every head's output).
-  void (*axpy_heads)(const float* w, int64_t w_stride, const float* row, int nh, int group, int64_t d, float* out);
-  // The same over rows of f16 values (an f16 KV cache).
-  void (*dot_heads_f16)(const float* q, const uint16_t* row, int nh, int group, int64_t d, float scale, float* out,
-                        int64_t out_stride);
-  void (*axpy_heads_f16)(const float* w, int64_t w_stride, const uint16_t* row, int nh, int group, int64_t d,
-                         float* out);
-  // The same over rows of q8_0 blocks (a q8_0 KV cache; d a multiple of 32): the values
-  // are dequantized inside the dot and the axpy.
+  // One cached position of a q8_0 KV cache (d a multiple of 32) against a decode row's nh
+  // query heads, head h reading KV head h / group of the row, the values dequantized inside
+  // the dot and the axpy (attention walks the cache position by position, so each cached
+  // row is read once, as one contiguous stream, for all heads; f32 and f16 caches go
+  // through the tiles below):
+  //   dot:  out[h * out_stride] = scale * dot(q + h * d, row + (h / group) * d)   over d values
+  //   axpy: out[h * d + i] += w[h * w_stride] * row[(h / group) * d + i]   for h < nh, i < d
   void (*dot_heads_q8)(const float* q, const BlockQ8_0* row, int nh, int group, int64_t d, float scale, float* out,
                        int64_t out_stride);
   void (*axpy_heads_q8)(const float* w, int64_t w_stride, const BlockQ8_0* row, int nh, int group, int64_t d,
                         float* out);
-  // Tiles for a block of query rows of one sequence (prefill), one head at a time: each
-  // key or value row is loaded once per 2 query rows instead of once per row, and a score
-  // costs a share of one horizontal sum per 8 scores instead of one each.
+  // Tiles for the query rows of one sequence (a prompt's block, or a decode row), one head
+  // at a time: each key or value row is loaded once per 2 query rows instead of once per
+  // row, and a score costs a share of one horizontal sum per 8 scores instead of one each.
   //   dot_tile:  out[i * ld + j] = scale * dot(q + i * q_ld, k[j]) over d values
   //   axpy_tile: out[i * out_ld + x] += sum over j of w[i * ld + j] * v[j][x], for x < d
   // for i < nq query rows and j < nk <= 4 cached positions.

@@ -69,37 +69,6 @@ SY_AVX2 inline __m256 load8(const uint16_t* p) { return load_f16(p); }
 SY_AVX2 inline float to_f32(float v) { return v; }
 SY_AVX2 inline float to_f32(uint16_t v) { return _cvtsh_ss(v); }
 
-template <class T>
-SY_AVX2 void dot_heads(const float* q, const T* row, int nh, int group, int64_t d, float scale, float* out,
-                       int64_t out_stride) {
-  for (int h = 0; h < nh; ++h) {
-    const T* kr = row + int64_t{h / group} * d;
-    const float* qh = q + h * d;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-    int64_t i = 0;
-    for (; i + 16 <= d; i += 16) {
-      a0 = _mm256_fmadd_ps(load8(kr + i), _mm256_loadu_ps(qh + i), a0);
-      a1 = _mm256_fmadd_ps(load8(kr + i + 8), _mm256_loadu_ps(qh + i + 8), a1);
-    }
-    float s = hsum(_mm256_add_ps(a0, a1));
-    for (; i < d; ++i) s += to_f32(kr[i]) * qh[i];
-    out[h * out_stride] = s * scale;
-  }
-}
-
-template <class T>
-SY_AVX2 void axpy_heads(const float* w, int64_t w_stride, const T* row, int nh, int group, int64_t d, float* out) {
-  for (int h = 0; h < nh; ++h) {
-    const T* vr = row + int64_t{h / group} * d;
-    float* o = out + h * d;
-    const float a = w[h * w_stride];
-    const __m256 va = _mm256_set1_ps(a);
-    int64_t i = 0;
-    for (; i + 8 <= d; i += 8) _mm256_storeu_ps(o + i, _mm256_fmadd_ps(va, load8(vr + i), _mm256_loadu_ps(o + i)));
-    for (; i < d; ++i) o[i] += a * to_f32(vr[i]);
-  }
-}
-
 // Eight int8 values as floats.
 SY_AVX2 inline __m256 load8_q8(const int8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
@@ -376,10 +345,6 @@ const DotKernels* dot_kernels_avx2() {
                             dot_q8_0,
                             dot_q4_0,
                             axpy,
-                            dot_heads<float>,
-                            axpy_heads<float>,
-                            dot_heads<uint16_t>,
-                            axpy_heads<uint16_t>,
                             dot_heads_q8,
                             axpy_heads_q8,
                             dot_tile<float>,

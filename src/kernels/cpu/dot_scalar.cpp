@@ -58,24 +58,6 @@ float to_float(T v) {
   else return v;
 }
 
-template <class T>
-void dot_heads(const float* q, const T* row, int nh, int group, int64_t d, float scale, float* out, int64_t out_stride) {
-  for (int h = 0; h < nh; ++h) {
-    const T* kr = row + int64_t{h / group} * d;
-    float s = 0.0f;
-    for (int64_t i = 0; i < d; ++i) s += to_float(kr[i]) * q[h * d + i];
-    out[h * out_stride] = s * scale;
-  }
-}
-
-template <class T>
-void axpy_heads(const float* w, int64_t w_stride, const T* row, int nh, int group, int64_t d, float* out) {
-  for (int h = 0; h < nh; ++h) {
-    const T* vr = row + int64_t{h / group} * d;
-    for (int64_t i = 0; i < d; ++i) out[h * d + i] += w[h * w_stride] * to_float(vr[i]);
-  }
-}
-
 // Value i of a row of q8_0 blocks.
 float q8_value(const BlockQ8_0* row, int64_t i) {
   const BlockQ8_0& b = row[i / kQBlock];
@@ -154,10 +136,6 @@ const DotKernels& dot_kernels_scalar() {
                             dot_q8_0,
                             dot_q4_0,
                             axpy,
-                            dot_heads<float>,
-                            axpy_heads<float>,
-                            dot_heads<uint16_t>,
-                            axpy_heads<uint16_t>,
                             dot_heads_q8,
                             axpy_heads_q8,
                             dot_tile<float>,
