@@ -86,7 +86,7 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
   // rows of one sequence, 16 heads of 128, one thread: 28 -> 44 GFLOP/s; prefill of 512
   // tokens +7-9%, in-process A/B). For a decode row: four rows read at once keep more of
   // them in flight from memory than one row after the other (BM_AttentionDecodeBatch,
-  // f16 from memory: 17.1-17.5 against 12.7-13.1 GB/s). Rows that do not see a position
+  // f16 from memory: 15.4-17.5 against 12.7-13.1 GB/s). Rows that do not see a position
   // of a block get scores there all the same, zeroed after the softmax.
   const int64_t rows = task.t1 - task.t0;
   // q8_0 rows have no tile kernels: they go row by row (attention() gives prompt rows
