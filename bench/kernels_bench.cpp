@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "base/dtype.h"
 #include "base/huge_pages.h"
 #include "base/weight_arena.h"
 #include "experts/grouped_ffn.h"
@@ -336,7 +337,7 @@ void BM_AttentionDecodeBatch(benchmark::State& state) {
   HugePageMemory mem(bytes, /*prefault=*/true);
   auto* all = static_cast<uint8_t*>(mem.data());
   if (elem == KvElem::F16) {
-    std::fill(reinterpret_cast<uint16_t*>(all), reinterpret_cast<uint16_t*>(all + bytes), uint16_t{0x211f});  // ~0.01
+    std::fill(reinterpret_cast<uint16_t*>(all), reinterpret_cast<uint16_t*>(all + bytes), f32_to_f16(0.01f));
   } else {
     std::fill(reinterpret_cast<float*>(all), reinterpret_cast<float*>(all + bytes), 0.01f);
   }
