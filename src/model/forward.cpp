@@ -137,6 +137,23 @@ int64_t Forward::keep_logit_rows(const Batch& b, int64_t qd) {
   return static_cast<int64_t>(kept_seq_.size());
 }
 
+// The first MoE layers have no earlier layer to guess their experts from: their routers
+// go over the token embeddings instead (the residual stream before any layer has added
+// to it), each normed as its layer's FFN input will be, so their loads start with the
+// step rather than when the step reaches them.
+void Forward::prefetch_first_layers(int64_t n) {
+  const int ahead = model_.prefetch_layers();
+  const int64_t d = hp_.n_embd;
+  for (int il = 0; il < std::min<int>(ahead, hp_.n_layer); ++il) {
+    if (!hp_.layer_is_moe(il)) continue;
+    const LayerWeights& L = model_.weights().layers[il];
+    pool_.parallel_for(n, [&](int64_t t, int) {
+      cpu::rms_norm(x_.data() + t * d, L.ffn_norm.data(), d, hp_.rms_eps, h_.data() + t * d);
+    });
+    moe_.prefetch(h_.data(), n, d, {&L.router, il}, router_rules_, model_.experts(), backend_);
+  }
+}
+
 void Forward::ffn_block(int il, int64_t n) {
   const LayerWeights& L = model_.weights().layers[il];
   const int64_t d = hp_.n_embd;
@@ -203,6 +220,7 @@ void Forward::run(const Batch& b, KvCache& cache, std::vector<float>& logits) {
   model_.experts().begin_step();
   const WeightMatrix& emb = model_.weights().token_embd;
   for (int64_t t = 0; t < n; ++t) cpu::weight_row_to_f32(emb, b.tokens[t], &x_[t * d]);
+  prefetch_first_layers(n);
 
   // Past the last layer's K/V writes, only the rows that want logits feed anything: the
   // last layer's attention output and FFN skip the others (as llama.cpp does), unless an

@@ -59,6 +59,7 @@ class Forward {
   // q_ and x_. Returns the rows kept.
   int64_t attention_block(int il, const Batch& b, KvCache& cache, bool logit_rows_only);
   int64_t keep_logit_rows(const Batch& b, int64_t qd);
+  void prefetch_first_layers(int64_t n);
   void ffn_block(int il, int64_t n);
 
   const Model& model_;

@@ -39,6 +39,16 @@ void MoeLayer::run_experts(ExpertStore& store, int layer, const std::vector<int3
   }
 }
 
+void MoeLayer::prefetch(const float* x, int64_t n, int64_t ld, const NextLayerHint& hint, const RouterRules& rules,
+                        ExpertStore& store, Backend& backend) {
+  const int n_expert = rules.n_expert;
+  logits_.resize(static_cast<size_t>(n * n_expert));
+  backend.matmul(*hint.router, {x, n, ld}, {logits_.data(), n_expert});
+  route(logits_.data(), n_expert, n, rules, predicted_);
+  build_dynamic_plan(predicted_, n_expert, predicted_plan_);
+  store.prefetch(hint.layer, predicted_plan_.active);
+}
+
 MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const WeightMatrix& router,
                                const RouterRules& rules, ExpertStore& store, int layer,
                                const MoeOptions& opt, float* out, int64_t out_ld, Backend& backend, ThreadPool& pool,
@@ -97,13 +107,8 @@ MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const Weig
       active_tokens_.push_back(n_tok);
     }
     run_experts(store, layer, plan_.active, plan_.offset, expert_in, {expert_out_.data(), d}, backend, stats, [&] {
-      for (const NextLayerHint& h : next) {
-        // After plan_layer pinned this layer's experts, so the prefetch cannot evict them.
-        backend.matmul(*h.router, {x, n, ld}, {logits_.data(), n_expert});
-        route(logits_.data(), n_expert, n, rules, predicted_);
-        build_dynamic_plan(predicted_, n_expert, predicted_plan_);
-        store.prefetch(h.layer, predicted_plan_.active);
-      }
+      // After plan_layer pinned this layer's experts, so the prefetch cannot evict them.
+      for (const NextLayerHint& h : next) prefetch(x, n, ld, h, rules, store, backend);
     });
   }
 

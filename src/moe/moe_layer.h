@@ -58,6 +58,11 @@ class MoeLayer {
                        const MoeOptions& opt, float* out, int64_t out_ld, Backend& backend, ThreadPool& pool,
                        const std::vector<NextLayerHint>& next = {});
 
+  // Routes x (n rows, ld apart) with a later layer's router and has the store start loading
+  // the experts that routing picks (predictive prefetch; no effect on a resident store).
+  void prefetch(const float* x, int64_t n, int64_t ld, const NextLayerHint& hint, const RouterRules& rules,
+                ExpertStore& store, Backend& backend);
+
   const Routing& last_routing() const { return routing_; }
   const DispatchPlan& last_plan() const { return plan_; }
 
