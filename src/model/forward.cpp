@@ -142,6 +142,8 @@ int64_t Forward::keep_logit_rows(const Batch& b, int64_t qd) {
 // to it), each normed as its layer's FFN input will be, so their loads start with the
 // step rather than when the step reaches them.
 void Forward::prefetch_first_layers(int64_t n) {
+  // Under expert parallelism a rank's layers prefetch nothing (MoeLayer::forward): neither here.
+  if (moe_opt_.comm && moe_opt_.comm->size() > 1) return;
   const int ahead = model_.prefetch_layers();
   const int64_t d = hp_.n_embd;
   for (int il = 0; il < std::min<int>(ahead, hp_.n_layer); ++il) {

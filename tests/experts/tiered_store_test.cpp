@@ -418,6 +418,35 @@ TEST(ExpertStore, CountsTheLoadLatencyPrefetchHid) {
   EXPECT_EQ(st.stats().prefetch_used, 2);
 }
 
+// A model of one MoE layer has no earlier layer to guess its experts from: the step
+// prefetches them from the token embeddings, so that layer's loads start before its
+// attention runs. Without that, nothing here would ever be prefetched. The logits stay
+// the resident run's.
+TEST(ExpertStore, TheFirstLayerPrefetchesFromTheEmbeddings) {
+  SynthOptions o;
+  o.shape = synth_preset("tiny").shape;
+  o.shape.n_layer = 1;
+  test::TempFile f;
+  ThreadPool pool(2);
+  write_synth_model(f.path(), o, pool);
+  const std::vector<int32_t> prompt = {3, 17, 99, 5};
+  const auto want = run(*Model::load(f.path()), prompt, 4);
+  for (bool prefetch : {true, false}) {
+    ModelOptions mo;
+    mo.expert_cache = "100%";
+    mo.tiered.predictive_prefetch = prefetch;
+    auto m = Model::load(f.path(), mo);
+    EXPECT_EQ(run(*m, prompt, 4), want) << "prefetch " << prefetch;
+    const ExpertStoreStats st = m->tiered_experts()->stats();
+    if (prefetch) {
+      EXPECT_GT(st.prefetch_issued, 0);
+      EXPECT_GT(st.prefetch_used, 0);  // the embeddings' guess is right at least once
+    } else {
+      EXPECT_EQ(st.prefetch_issued, 0);
+    }
+  }
+}
+
 // Without prefetch the store is the replay's eviction policy run live: decoding the
 // bundled model's validation text one token per step, it loads exactly the experts that
 // `analyze`'s offline replay of the same run's trace misses, for each policy, and never
