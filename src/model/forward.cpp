@@ -144,10 +144,12 @@ int64_t Forward::keep_logit_rows(const Batch& b, int64_t qd) {
 void Forward::prefetch_first_layers(int64_t n) {
   // Under expert parallelism a rank's layers prefetch nothing (MoeLayer::forward): neither here.
   if (moe_opt_.comm && moe_opt_.comm->size() > 1) return;
-  const int ahead = model_.prefetch_layers();
   const int64_t d = hp_.n_embd;
-  for (int il = 0; il < std::min<int>(ahead, hp_.n_layer); ++il) {
+  // The first `prefetch_layers` MoE layers: a dense layer before them (DeepSeek's lead
+  // layers) hints nothing to the layer after it.
+  for (int il = 0, left = model_.prefetch_layers(); il < hp_.n_layer && left > 0; ++il) {
     if (!hp_.layer_is_moe(il)) continue;
+    --left;
     const LayerWeights& L = model_.weights().layers[il];
     pool_.parallel_for(n, [&](int64_t t, int) {
       cpu::rms_norm(x_.data() + t * d, L.ffn_norm.data(), d, hp_.rms_eps, h_.data() + t * d);
