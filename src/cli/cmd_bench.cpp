@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "base/json_text.h"
 #include "cli/common.h"
+#include "cli/version.h"
 #include "runtime/benchmark.h"
 
 namespace sy::cli {
@@ -57,6 +58,7 @@ void add_bench(CLI::App& app) {
     a->o.threads = a->m.threads;
     a->o.moe = a->m.moe();
     auto log = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
+    log(version_line());
     {
       // Before loading the model, so the probe buffer does not inflate its peak memory.
       log("measuring memory read bandwidth...");
@@ -65,7 +67,8 @@ void add_bench(CLI::App& app) {
       a->o.bandwidth_all = measure_read_bandwidth(all, a->o.bandwidth_bytes);
     }
     auto model = load_model(a->m);
-    const auto j = run_benchmark(*model, a->o, log);
+    auto j = run_benchmark(*model, a->o, log);
+    j["build"] = version_line();
     if (a->json) std::printf("%s\n", json_text(j, 2).c_str());
   });
 }

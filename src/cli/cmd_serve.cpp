@@ -14,6 +14,7 @@
 #include "base/whole_file.h"
 #include "base/worker_signals.h"
 #include "cli/common.h"
+#include "cli/version.h"
 #include "experts/trace.h"
 #include "runtime/engine.h"
 #include "server/cors.h"
@@ -178,6 +179,7 @@ void add_serve(CLI::App& app) {
       engine.set_routing_observer(trace.get());
     }
     const EngineConfig& ec = engine.config();
+    std::fprintf(stderr, "serve: %s\n", version_line().c_str());
     warn_beyond_training_context("serve", model->hparams(), ec.ctx_size);
     const ChatTemplate& ct = server.chat_template();
     if (!ct.supported()) {

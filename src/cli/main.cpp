@@ -5,13 +5,10 @@
 #include "base/error.h"
 #include "cli/common.h"
 #include "cli/version.h"
-#include "kernels/cpu/dot.h"
-#include "kernels/cpu/packed.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"switchyard: Mixture-of-Experts inference engine", "switchyard"};
-  app.set_version_flag("--version", std::string("switchyard ") + sy::cli::build_version() + ", kernels " +
-                                        sy::cpu::dot_kernels().isa + " / " + sy::cpu::packed_kernels().isa);
+  app.set_version_flag("--version", sy::cli::version_line());
   app.require_subcommand(1);
   app.footer("Run 'switchyard <command> --help' for a command's options and an example.");
   sy::cli::add_generate(app);

@@ -142,6 +142,22 @@ TEST(Cli, VersionAndNoCommand) {
     EXPECT_NE(r.out.find(std::string("\n  ") + command + " "), std::string::npos) << command << ": " << r.out;
 }
 
+// bench's figures name the build they came from, as --version does: the first line of its
+// log and "build" in its JSON (a figure from a "-dirty" build is an experiment's).
+TEST(Cli, BenchNamesItsBuild) {
+  Result v = run("--version");
+  ASSERT_EQ(v.code, 0) << v.out;
+  const std::string version = v.out.substr(0, v.out.find('\n'));
+  test::TempFile json(".json");
+  // The JSON alone in the file, the log in r.out.
+  const Result r = test::run_command("{ " + std::string(SY_CLI_PATH) + " bench -m " + mixtral() +
+                                     " -t 1 --batch 1 --prompt 0 --gen 2 --no-moe --json > " + json.path() + "; }");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.substr(0, r.out.find('\n')), version) << r.out;
+  const auto j = nlohmann::json::parse(test::read_text_file(json.path()));
+  EXPECT_EQ(j.value("build", ""), version);
+}
+
 // More threads than the process has CPUs: each step waits for threads that are not
 // running, so the run says so (and without -t it takes the usable CPUs, no warning).
 TEST(Cli, MoreThreadsThanCpusWarns) {
