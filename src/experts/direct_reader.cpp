@@ -64,11 +64,13 @@ const uint8_t* DirectReader::read(uint8_t* buf, uint64_t offset, size_t len) con
   struct Done {  // counts the read as over however it leaves
     const DirectReader& r;
     double t0;
+    double copying = 0;
     ~Done() {
       const double t1 = now_seconds();
       std::lock_guard<std::mutex> lock(r.stats_mu_);
       r.stats_.reads++;
       r.stats_.read_seconds += t1 - t0;
+      r.stats_.copy_seconds += copying;
       r.started_sum_ -= t0;
       if (--r.in_flight_ == 0) {
         r.stats_.busy_seconds += t1 - r.busy_since_;
@@ -82,7 +84,9 @@ const uint8_t* DirectReader::read(uint8_t* buf, uint64_t offset, size_t len) con
       const size_t piece = std::min(bounce_bytes_, want - done);
       size_t got = 0;
       read_span(t_bounce.data, start + done, piece, got);
+      const double c0 = now_seconds();
       std::memcpy(buf + done, t_bounce.data, got);
+      done_guard.copying += now_seconds() - c0;
       done += got;
       if (got < piece) break;
     }

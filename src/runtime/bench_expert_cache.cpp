@@ -62,17 +62,19 @@ json io_figures(const BenchRun& r, const ReadStats& before, const ReadStats& a, 
                 double tokens, double seconds) {
   const double reads = std::max<int64_t>(1, a.reads - before.reads),
                busy = a.busy_seconds - before.busy_seconds;
-  const double read_s = a.read_seconds - before.read_seconds;
+  const double read_s = a.read_seconds - before.read_seconds, copy_s = a.copy_seconds - before.copy_seconds;
   const double queued = std::max<int64_t>(1, a.queued - before.queued);
   const double queue_ms = 1e3 * (a.queue_seconds - before.queue_seconds) / queued;
   r.log("    I/O: the disk had a read in flight " + std::to_string(100.0 * busy / seconds) +
         "% of the time, " + std::to_string(busy > 0 ? read_s / busy : 0.0) +
-        " at once on average then; a read took " + std::to_string(1e3 * read_s / reads) + " ms after " +
+        " at once on average then; a read took " + std::to_string(1e3 * read_s / reads) + " ms (" +
+        std::to_string(1e3 * copy_s / reads) + " of them copying out of the bounce buffer) after " +
         std::to_string(queue_ms) + " ms queued; repacking " + std::to_string(1e3 * pack_seconds / tokens) +
         " ms per token" + (pack_seconds > 0 ? " (a copy written by `switchyard pack` needs none)" : ""));
   return {{"disk_busy_fraction", busy / seconds},
           {"reads_in_flight_while_busy", busy > 0 ? read_s / busy : 0.0},
           {"read_ms_mean", 1e3 * read_s / reads},
+          {"copy_ms_mean", 1e3 * copy_s / reads},
           {"queue_ms_mean", queue_ms},
           {"pack_ms_per_token", 1e3 * pack_seconds / tokens}};
 }

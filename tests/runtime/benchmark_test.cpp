@@ -202,6 +202,8 @@ TEST(Benchmark, ReportsTheExpertCacheFigures) {
   EXPECT_GE(in_flight, 1.0 - 1e-9);
   EXPECT_LE(in_flight, model->tiered_experts()->io_threads() + 1.0);
   EXPECT_GT(c["read_ms_mean"].get<double>(), 0.0);
+  EXPECT_GE(c["copy_ms_mean"].get<double>(), 0.0);
+  EXPECT_LE(c["copy_ms_mean"].get<double>(), c["read_ms_mean"].get<double>());
   EXPECT_GE(c["queue_ms_mean"].get<double>(), 0.0);
   EXPECT_EQ(c["pack_ms_per_token"].get<double>(), 0.0);  // F16 experts are not repacked
 }
