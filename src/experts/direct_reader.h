@@ -31,7 +31,7 @@ struct FileRange {
 struct ReadStats {
   int64_t reads = 0;         // completed
   double read_seconds = 0;   // each read's duration, summed (reads overlap; those in flight up to now)
-  double copy_seconds = 0;   // of which copying out of the bounce buffers (completed reads): CPU time, not the disk's
+  double copy_seconds = 0;   // of that, copying out of bounce buffers (completed reads): CPU, not disk
   double busy_seconds = 0;   // wall time with at least one read in flight
   int64_t queued = 0;        // submitted jobs that have started
   double queue_seconds = 0;  // their time from submit() to an I/O thread taking them, summed

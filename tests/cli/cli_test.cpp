@@ -150,8 +150,8 @@ TEST(Cli, BenchNamesItsBuild) {
   const std::string version = v.out.substr(0, v.out.find('\n'));
   test::TempFile json(".json");
   // The JSON alone in the file, the log in r.out.
-  const Result r = test::run_command("{ " + std::string(SY_CLI_PATH) + " bench -m " + mixtral() +
-                                     " -t 1 --batch 1 --prompt 0 --gen 2 --no-moe --json > " + json.path() + "; }");
+  const std::string cmd = std::string(SY_CLI_PATH) + " bench -m " + mixtral() + " -t 1 --batch 1 --prompt 0";
+  const Result r = test::run_command("{ " + cmd + " --gen 2 --no-moe --json > " + json.path() + "; }");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out.substr(0, r.out.find('\n')), version) << r.out;
   const auto j = nlohmann::json::parse(test::read_text_file(json.path()));
