@@ -58,7 +58,8 @@ void add_bench(CLI::App& app) {
     a->o.threads = a->m.threads;
     a->o.moe = a->m.moe();
     auto log = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
-    log(version_line());
+    const std::string build = version_line();
+    log(build);
     {
       // Before loading the model, so the probe buffer does not inflate its peak memory.
       log("measuring memory read bandwidth...");
@@ -68,7 +69,7 @@ void add_bench(CLI::App& app) {
     }
     auto model = load_model(a->m);
     auto j = run_benchmark(*model, a->o, log);
-    j["build"] = version_line();
+    j["build"] = build;
     if (a->json) std::printf("%s\n", json_text(j, 2).c_str());
   });
 }

@@ -143,7 +143,7 @@ int64_t Forward::keep_logit_rows(const Batch& b, int64_t qd) {
 // step rather than when the step reaches them.
 void Forward::prefetch_first_layers(int64_t n) {
   // Under expert parallelism a rank's layers prefetch nothing (MoeLayer::forward): neither here.
-  if (moe_opt_.comm && moe_opt_.comm->size() > 1) return;
+  if (moe_opt_.expert_parallel()) return;
   const int64_t d = hp_.n_embd;
   // The first `prefetch_layers` MoE layers: a dense layer before them (DeepSeek's lead
   // layers) hints nothing to the layer after it.

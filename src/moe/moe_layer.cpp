@@ -73,7 +73,7 @@ MoeStepStats MoeLayer::forward(const float* x, int64_t n, int64_t ld, const Weig
   gathered_.resize(static_cast<size_t>(rows * d));
   expert_out_.resize(static_cast<size_t>(rows * d));
   const bool dense = opt.gating == GatingMode::Static;
-  const bool expert_parallel = opt.comm && opt.comm->size() > 1;
+  const bool expert_parallel = opt.expert_parallel();
   // The experts' input rows. A single token's experts all read its row in place (rows 0
   // floats apart) instead of k copies of it.
   cpu::Rows expert_in{gathered_.data(), rows, d};

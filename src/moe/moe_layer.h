@@ -29,6 +29,7 @@ struct MoeOptions {
   // every step, with at least one token, since each MoE layer is a collective. Not owned;
   // null or one rank: every expert runs here.
   Communicator* comm = nullptr;
+  bool expert_parallel() const { return comm && comm->size() > 1; }
 };
 
 // What one MoE layer call did, for traces and benchmarks.
