@@ -108,6 +108,7 @@ class TieredExpertStore : public ExpertStore {
   const std::vector<int>& profile_pins() const { return profile_pins_; }
   bool direct_io() const { return reader_->direct(); }
   int io_threads() const { return reader_->threads(); }
+  size_t bounce_bytes() const { return reader_->bounce_bytes(); }  // 0: reads land in the slots
   ReadStats read_stats() const { return reader_->stats(); }
   // The share of the slots' memory on huge pages (-1: unknown; see huge_page_fraction).
   double slot_huge_page_fraction() const { return huge_page_fraction(arena_.chunks()); }

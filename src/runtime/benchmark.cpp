@@ -323,7 +323,7 @@ json gating_figures(const BenchRun& r) {
 nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt, const BenchLog& log) {
   const HParams& h = model.hparams();
   ThreadPool pool(opt.threads > 0 ? opt.threads : ThreadPool::default_threads());
-  BenchRun r{model, opt, pool, log, 0.0, nullptr, 0.0, 0.0, 0.0, {}, {}, false};
+  BenchRun r{model, opt, pool, log, 0.0, nullptr, 0.0, 0.0, 0.0, 0.0, {}, {}, false};
   json out;
   out["model"] = {{"file", model.file().path()}, {"architecture", h.arch_name}, {"file_bytes", model.file().file_size()},
                   {"n_layer", h.n_layer}, {"n_embd", h.n_embd}, {"n_expert", h.n_expert}, {"n_expert_used", h.n_expert_used}};

@@ -46,8 +46,19 @@ double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int passes = 5);
 // Direct-I/O read bandwidth (GB/s) of up to `bytes` of `path` read from its start in 4 MiB
 // chunks, `io_threads` reads in flight.
 double measure_direct_read_bandwidth(const std::string& path, size_t bytes, int io_threads);
+// Where a probe's reads land. The default: one buffer per I/O thread that nothing else
+// touches. `bounce_bytes` > 0 reads through I/O-thread bounce buffers of that size, as the
+// expert store does, and copies into the next of `buffers_per_thread` buffers: on the
+// virtio disks measured here the bytes' copy, or any use of them, slows the disk's reads
+// by 20-25% (docs/journal/expert-buffering.md, forty-fifth session), so only this probe
+// tells what the disk gives reads whose bytes are then used.
+struct ReadDelivery {
+  size_t bounce_bytes = 0;
+  int buffers_per_thread = 1;
+};
 // The same over the given reads (taken in order, `io_threads` in flight).
-double measure_direct_read_bandwidth(const std::string& path, const std::vector<FileRange>& reads, int io_threads);
+double measure_direct_read_bandwidth(const std::string& path, const std::vector<FileRange>& reads, int io_threads,
+                                     ReadDelivery delivery = {});
 
 // Runs everything and returns the figures as JSON; `log` gets progress lines.
 nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,

@@ -189,6 +189,15 @@ TEST(Benchmark, ReportsTheExpertCacheFigures) {
   const double mean = 0.5 * (after + j["expert_cache"]["disk_read_gbps_expert_reads"].get<double>());
   EXPECT_NEAR(c["percent_of_disk_bound_expert_reads_bracketed"].get<double>(),
               100.0 * j["decode"][0]["tokens_per_s"].get<double>() / (mean * 1e9 / per_token), 1e-6);
+  // And against the same reads delivered as the store does (bounce buffers, slot copies).
+  const double delivered = j["expert_cache"]["disk_read_gbps_expert_reads_delivered"],
+               delivered_after = j["expert_cache"]["disk_read_gbps_expert_reads_delivered_after"];
+  EXPECT_GT(delivered, 0.0);
+  EXPECT_GT(delivered_after, 0.0);
+  EXPECT_NEAR(c["percent_of_disk_bound_expert_reads_delivered_bracketed"].get<double>(),
+              100.0 * j["decode"][0]["tokens_per_s"].get<double>() /
+                  (0.5 * (delivered + delivered_after) * 1e9 / per_token),
+              1e-6);
   const double fraction = c["prefetch_hidden_fraction"];
   EXPECT_GE(fraction, 0.0);
   EXPECT_LE(fraction, 1.0);
