@@ -25,8 +25,8 @@ double measure_direct_read_bandwidth(const std::string& path, size_t bytes, int 
   return measure_direct_read_bandwidth(path, reads, io_threads);
 }
 
-double measure_direct_read_bandwidth(const std::string& path, const std::vector<FileRange>& reads, int io_threads,
-                                     ReadDelivery delivery) {
+double measure_direct_read_bandwidth(const std::string& path, const std::vector<FileRange>& reads,
+                                     int io_threads, ReadDelivery delivery) {
   if (reads.empty()) return 0;
   DirectReader reader(path, io_threads, delivery.bounce_bytes);
   size_t longest = 0, total = 0;
@@ -108,8 +108,8 @@ void probe_disk(BenchRun& r, json& out) {
   while (keep < reads.size() && sum < (size_t{2} << 30)) sum += reads[keep++].len;
   reads.resize(keep);
   r.disk_bw_experts = measure_direct_read_bandwidth(model.file().path(), reads, r.tiered->io_threads());
-  r.disk_bw_delivered =
-      measure_direct_read_bandwidth(model.file().path(), reads, r.tiered->io_threads(), store_delivery(*r.tiered));
+  r.disk_bw_delivered = measure_direct_read_bandwidth(model.file().path(), reads, r.tiered->io_threads(),
+                                                      store_delivery(*r.tiered));
   r.expert_probe = std::move(reads);
   const double on_huge_pages = r.tiered->slot_huge_page_fraction();
   out["expert_cache"] = {{"slots", r.tiered->capacity()},
@@ -203,8 +203,10 @@ void bracket_disk_bound(BenchRun& r, json& out) {
   const std::string& path = r.model.file().path();
   const int io = r.tiered->io_threads();
   const double after = measure_direct_read_bandwidth(path, r.expert_probe, io);
-  const double after_delivered = measure_direct_read_bandwidth(path, r.expert_probe, io, store_delivery(*r.tiered));
-  const double mean = 0.5 * (r.disk_bw_experts + after), mean_delivered = 0.5 * (r.disk_bw_delivered + after_delivered);
+  const double after_delivered =
+      measure_direct_read_bandwidth(path, r.expert_probe, io, store_delivery(*r.tiered));
+  const double mean = 0.5 * (r.disk_bw_experts + after),
+               mean_delivered = 0.5 * (r.disk_bw_delivered + after_delivered);
   out["expert_cache"]["disk_read_gbps_expert_reads_after"] = after;
   out["expert_cache"]["disk_read_gbps_expert_reads_delivered_after"] = after_delivered;
   r.log("  direct read after the decode: " + std::to_string(after) + " GB/s (expert reads; before: " +
@@ -214,7 +216,9 @@ void bracket_disk_bound(BenchRun& r, json& out) {
     if (!d.contains("expert_cache")) continue;
     json& c = d["expert_cache"];
     const double per_token = c["bytes_read_per_token"], tps = d["tokens_per_s"];
-    auto percent = [&](double gbps) { return per_token > 0 && gbps > 0 ? 100.0 * tps * per_token / (gbps * 1e9) : 0.0; };
+    auto percent = [&](double gbps) {
+      return per_token > 0 && gbps > 0 ? 100.0 * tps * per_token / (gbps * 1e9) : 0.0;
+    };
     c["percent_of_disk_bound_expert_reads_bracketed"] = percent(mean);
     c["percent_of_disk_bound_expert_reads_delivered_bracketed"] = percent(mean_delivered);
     r.log("    batch " + std::to_string(d["batch"].get<int>()) + ": " +

@@ -34,7 +34,7 @@ struct BenchRun {
   TieredExpertStore* tiered = nullptr;
   double disk_bw = 0, disk_bw1 = 0;     // direct reads of the file: 4 streams, 1 stream
   double disk_bw_experts = 0;           // the store's own reads: expert matrices in random order
-  double disk_bw_delivered = 0;         // the same delivered as the store does (delivery())
+  double disk_bw_delivered = 0;         // the same delivered as the store does (store_delivery())
   std::vector<FileRange> expert_probe;  // those reads, probed again after the decode
   // The dense weights a decode step streams, read again after every step (untimed) for
   // the bandwidth alongside the steps; only when they are too large to sit in cache.

@@ -57,8 +57,8 @@ struct ReadDelivery {
   int buffers_per_thread = 1;
 };
 // The same over the given reads (taken in order, `io_threads` in flight).
-double measure_direct_read_bandwidth(const std::string& path, const std::vector<FileRange>& reads, int io_threads,
-                                     ReadDelivery delivery = {});
+double measure_direct_read_bandwidth(const std::string& path, const std::vector<FileRange>& reads,
+                                     int io_threads, ReadDelivery delivery = {});
 
 // Runs everything and returns the figures as JSON; `log` gets progress lines.
 nlohmann::json run_benchmark(const Model& model, const BenchOptions& opt,

@@ -201,7 +201,8 @@ TEST(Benchmark, ReportsTheExpertCacheFigures) {
   const double fraction = c["prefetch_hidden_fraction"];
   EXPECT_GE(fraction, 0.0);
   EXPECT_LE(fraction, 1.0);
-  EXPECT_LE(c["prefetch_hidden_ms_per_use"].get<double>(), c["prefetch_latency_ms_per_use"].get<double>() + 1e-9);
+  EXPECT_LE(c["prefetch_hidden_ms_per_use"].get<double>(),
+            c["prefetch_latency_ms_per_use"].get<double>() + 1e-9);
   EXPECT_LE(c["prefetch_used"].get<int64_t>(), c["prefetch_issued"].get<int64_t>());
   // Where the loads' time went: the disk was busy for part of the decode, with at least
   // one read and at most one per I/O thread (plus the compute thread's) at once.
