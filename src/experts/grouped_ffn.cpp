@@ -11,6 +11,9 @@ namespace {
 // layouts match; otherwise up gets its own.
 bool gate_up_share_input(const FfnWeights& w) { return w.up.dtype == w.gate.dtype && w.up.packed == w.gate.packed; }
 
+// Experts stream one after another: far prefetches cost them (RowPrefetch, packed.h).
+constexpr cpu::RowPrefetch kExpertRowPrefetch = cpu::RowPrefetch::kNearOnly;
+
 }  // namespace
 
 void GroupedFfn::make_tiles(const std::vector<FfnJob>& jobs, bool down, int threads, std::vector<Tile>& tiles) {
@@ -105,8 +108,8 @@ void GroupedFfn::run(const std::vector<FfnJob>& jobs, cpu::Rows x, cpu::OutRows 
 void GroupedFfn::prepare_input(const std::vector<FfnJob>& jobs, size_t j, cpu::Rows x) {
   const FfnJob& job = jobs[j];
   const cpu::Rows rows{x.data + job.row0 * x.ld, job.rows, x.ld};
-  in_[j].prepare(job.w->gate, rows);
-  if (!gate_up_share_input(*job.w)) in_up_[j].prepare(job.w->up, rows);
+  in_[j].prepare(job.w->gate, rows, kExpertRowPrefetch);
+  if (!gate_up_share_input(*job.w)) in_up_[j].prepare(job.w->up, rows, kExpertRowPrefetch);
   sync_[j].input_ready.store(1, std::memory_order_release);
 }
 
@@ -127,7 +130,7 @@ void GroupedFfn::gate_up_tile(const std::vector<FfnJob>& jobs, const Tile& t) {
   // The FFN's last gate/up tile prepares the SwiGLU output for its down tiles (acq_rel:
   // the other tiles' columns are visible to it).
   if (sync.up_tiles_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    mid_in_[t.job].prepare(job.w->down, {g, job.rows, ff_});
+    mid_in_[t.job].prepare(job.w->down, {g, job.rows, ff_}, kExpertRowPrefetch);
     sync.mid_ready.store(1, std::memory_order_release);
   }
 }

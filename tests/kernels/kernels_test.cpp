@@ -833,6 +833,45 @@ TEST(KernelsPacked, TwoMatricesMatchOneAtATime) {
   }
 }
 
+// How a kernel prefetches the rows (RowPrefetch: the grouped expert FFN leaves out the far
+// prefetches) changes no result: rows long enough for the far prefetches to run ahead of
+// the tile (16 KiB: 14 rows of 2048 Q4_0 values), every narrow tile size, one matrix and two.
+TEST(KernelsPacked, RowPrefetchChangesNoBits) {
+  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+    const int64_t rows = 150, cols = 2048;
+    const size_t rb = dtype_row_bytes(t, cols);
+    std::vector<std::vector<uint8_t>> packed;
+    for (uint64_t seed : {91u, 92u}) {
+      const auto gguf = encode(t, random_vec(rows * cols, seed), rows, cols);
+      packed.emplace_back(gguf.size());
+      for (int64_t r = 0; r < rows; ++r) pack_row(t, gguf.data() + r * rb, packed.back().data() + r * rb, cols);
+    }
+    for (int64_t n = 1; n <= 9; ++n) {
+      const auto x = random_vec(n * cols, 95 + n);
+      PackedActivations far, near;
+      far.quantize(x.data(), n, cols, cols);
+      near.quantize(x.data(), n, cols, cols);
+      near.set_row_prefetch(RowPrefetch::kNearOnly);
+      ASSERT_EQ(far.row_prefetch(), RowPrefetch::kNearAndFar);  // the default
+      for (const PackedKernels* k : packed_kernels_all()) {
+        const auto one = t == DType::Q4_0 ? k->q4_0 : k->q8_0;
+        const auto two = t == DType::Q4_0 ? k->q4_0_two : k->q8_0_two;
+        std::vector<float> a(n * rows, -1.0f), b(n * rows, -1.0f), ya(n * rows, -3.0f), yb(n * rows, -4.0f);
+        one(packed[0].data(), rb, cols, 5, rows, far, a.data(), rows);
+        one(packed[0].data(), rb, cols, 5, rows, near, b.data(), rows);
+        EXPECT_EQ(a, b) << k->isa << " " << dtype_name(t) << " n=" << n;
+        two(packed[0].data(), packed[1].data(), rb, cols, 5, rows, near, ya.data(), yb.data(), rows);
+        std::fill(b.begin(), b.end(), -3.0f);
+        one(packed[1].data(), rb, cols, 5, rows, far, b.data(), rows);
+        for (int64_t i = 0; i < n * rows; ++i) {
+          ASSERT_EQ(ya[i], i % rows < 5 ? -3.0f : a[i]) << k->isa << " two, a: n=" << n << " at " << i;
+          ASSERT_EQ(yb[i], i % rows < 5 ? -4.0f : b[i]) << k->isa << " two, b: n=" << n << " at " << i;
+        }
+      }
+    }
+  }
+}
+
 // The dispatched activation quantizer gives exactly the scalar one's quants, scales and
 // sums, including an all-zero block, ties at .5 and values at the block maximum.
 TEST(KernelsPacked, QuantizeGroupMatchesScalar) {

@@ -7,11 +7,12 @@
 
 namespace sy::cpu {
 
-void PreparedInput::prepare(const WeightMatrix& w, Rows x) {
+void PreparedInput::prepare(const WeightMatrix& w, Rows x, RowPrefetch prefetch) {
   f32_ = x;
   is_packed_ = w.packed;
   if (w.packed) {
     packed_.quantize(x.data, x.n, x.ld, w.cols);
+    packed_.set_row_prefetch(prefetch);
   } else if (takes_q8_activations(w.dtype)) {
     q8_ld_ = w.cols / kQBlock;
     if (q8_.size() < static_cast<size_t>(q8_ld_ * x.n)) q8_.resize(q8_ld_ * x.n);

@@ -30,8 +30,9 @@ struct OutRows {
 // so steady-state calls do not allocate.
 class PreparedInput {
  public:
-  // Prepares x for weights like `w` (same dtype, layout and cols).
-  void prepare(const WeightMatrix& w, Rows x);
+  // Prepares x for weights like `w` (same dtype, layout and cols); `prefetch`: how packed
+  // kernels prefetch w's rows against it (RowPrefetch in packed.h).
+  void prepare(const WeightMatrix& w, Rows x, RowPrefetch prefetch = RowPrefetch::kNearAndFar);
   int64_t rows() const { return f32_.n; }
 
  private:

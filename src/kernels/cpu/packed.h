@@ -196,9 +196,25 @@ void pack_row(DType t, const void* src, void* dst, int64_t n_values);
 // And back to floats (tests, embeddings).
 void dequantize_packed_row(DType t, const void* src, float* dst, int64_t n_values);
 
+// How far ahead of themselves the AVX-512 tiles of 3-8 tokens (and of 1-2 tokens on Intel)
+// prefetch the weight rows they stream: 2 KiB into L1 always, and RowsAhead's 16 KiB into
+// L2 as well, or not. The far prefetches pay in the dense matmuls, whose tasks stream long
+// matrices, and cost the grouped expert FFN, which streams one expert's matrices after
+// another: on a Xeon guest (2 threads), without them BM_GroupedFfn read 78.5% of its probe
+// against 75% at 16 tokens and 85-87% against 83-85% at one token, and in `bench` decode
+// steps (olmoe Q4_0) the MoE of 16 sequences took 113-115 against 117-119 ms, of 4 and 32
+// 1.5% and 2-3% less time, batch 1 and a 64-token prefill unchanged (alternating runs);
+// the same with no far prefetches in the dense matmuls too slowed batch 1's projections
+// and output head by 12-15% (docs/journal/performance.md, forty-sixth session).
+enum class RowPrefetch : uint8_t { kNearAndFar, kNearOnly };
+
 // Token rows quantized to Q8_0 (like llama.cpp's activations) in the packed order.
 class PackedActivations {
  public:
+  // How the kernels prefetch the weight rows they multiply with these rows.
+  void set_row_prefetch(RowPrefetch p) { row_prefetch_ = p; }
+  RowPrefetch row_prefetch() const { return row_prefetch_; }
+
   // Quantizes n rows of `cols` floats (ld apart).
   void quantize(const float* x, int64_t n, int64_t ld, int64_t cols);
 
@@ -231,6 +247,7 @@ class PackedActivations {
   AlignedVector<int32_t> s_;
   std::vector<BlockQ8_0> tail_;
   bool tiled_ = false;
+  RowPrefetch row_prefetch_ = RowPrefetch::kNearAndFar;
   int64_t blocks_ = 0;  // blocks per row in the tile layout
   AlignedVector<int8_t> tiles_;
   AlignedVector<float> tile_d_;

@@ -409,7 +409,8 @@ SY_VNNI void matrices_narrow(const uint8_t* wa, const uint8_t* wb, size_t row_by
                              const PackedActivations& x, int64_t t0, int64_t t1, float* ya, float* yb, int64_t ldy) {
   // A single tile reads the rows from memory: the rows some way ahead go to L2 (tiles of
   // 3-8 tokens, kTilePrefetches).
-  const RowsAhead far = t1 - t0 <= 8 ? RowsAhead(row_bytes, r1) : RowsAhead();
+  const bool far_ok = t1 - t0 <= 8 && x.row_prefetch() == RowPrefetch::kNearAndFar;
+  const RowsAhead far = far_ok ? RowsAhead(row_bytes, r1) : RowsAhead();
   for (int64_t rb = r0; rb < r1; rb += 16) {
     const int64_t re = std::min(r1, rb + 16);
     // The tiles after the first run on cached rows and prefetch the next block (first
