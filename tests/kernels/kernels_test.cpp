@@ -675,6 +675,19 @@ TEST(Kernels, ThreadPoolRunsEveryTaskOnce) {
 namespace sy::cpu {
 namespace {
 
+// Random rows x cols matrices in the packed layout, one per seed.
+std::vector<std::vector<uint8_t>> packed_matrices(DType t, int64_t rows, int64_t cols,
+                                                  std::initializer_list<uint32_t> seeds) {
+  const size_t rb = dtype_row_bytes(t, cols);
+  std::vector<std::vector<uint8_t>> packed;
+  for (uint32_t seed : seeds) {
+    const auto gguf = encode(t, random_vec(rows * cols, seed), rows, cols);
+    packed.emplace_back(gguf.size());
+    for (int64_t r = 0; r < rows; ++r) pack_row(t, gguf.data() + r * rb, packed.back().data() + r * rb, cols);
+  }
+  return packed;
+}
+
 // Packed Q4_0 / Q8_0 kernels (scalar reference and the dispatched one) against the
 // GGUF-layout scalar dot products, on rows with whole groups and a tail, for every
 // token count up to 19 (all register-tile sizes and remainders).
@@ -763,12 +776,8 @@ TEST(KernelsPacked, TileKernelsGiveTheVectorKernelsBits) {
     for (int64_t cols : {512, 2048}) {
       const int64_t rows = 53;
       const size_t rb = dtype_row_bytes(t, cols);
-      std::vector<std::vector<uint8_t>> packed;
-      for (uint64_t seed : {71u, 72u}) {
-        const auto gguf = encode(t, random_vec(rows * cols, seed + cols), rows, cols);
-        packed.emplace_back(gguf.size());
-        for (int64_t r = 0; r < rows; ++r) pack_row(t, gguf.data() + r * rb, packed.back().data() + r * rb, cols);
-      }
+      const auto seed = static_cast<uint32_t>(71 + cols);
+      const auto packed = packed_matrices(t, rows, cols, {seed, seed + 1});
       const int64_t from = amx->tile_tokens;
       for (int64_t n : {from - 1, from, from + 1, 2 * from - 1, int64_t{40}}) {
         const auto x = random_vec(n * cols, 80 + n);
@@ -804,12 +813,7 @@ TEST(KernelsPacked, TwoMatricesMatchOneAtATime) {
   for (DType t : {DType::Q4_0, DType::Q8_0}) {
     const int64_t rows = 37, cols = 512 + 256 + 32;  // an odd group and a tail block
     const size_t rb = dtype_row_bytes(t, cols);
-    std::vector<std::vector<uint8_t>> packed;
-    for (uint64_t seed : {41u, 42u}) {
-      const auto gguf = encode(t, random_vec(rows * cols, seed), rows, cols);
-      packed.emplace_back(gguf.size());
-      for (int64_t r = 0; r < rows; ++r) pack_row(t, gguf.data() + r * rb, packed.back().data() + r * rb, cols);
-    }
+    const auto packed = packed_matrices(t, rows, cols, {41, 42});
     for (int64_t n = 1; n <= 10; ++n) {
       const auto x = random_vec(n * cols, 50 + n);
       PackedActivations acts;
@@ -840,12 +844,7 @@ TEST(KernelsPacked, RowPrefetchChangesNoBits) {
   for (DType t : {DType::Q4_0, DType::Q8_0}) {
     const int64_t rows = 150, cols = 2048;
     const size_t rb = dtype_row_bytes(t, cols);
-    std::vector<std::vector<uint8_t>> packed;
-    for (uint64_t seed : {91u, 92u}) {
-      const auto gguf = encode(t, random_vec(rows * cols, seed), rows, cols);
-      packed.emplace_back(gguf.size());
-      for (int64_t r = 0; r < rows; ++r) pack_row(t, gguf.data() + r * rb, packed.back().data() + r * rb, cols);
-    }
+    const auto packed = packed_matrices(t, rows, cols, {91, 92});
     for (int64_t n = 1; n <= 9; ++n) {
       const auto x = random_vec(n * cols, 95 + n);
       PackedActivations far, near;
