@@ -202,7 +202,7 @@ void dequantize_packed_row(DType t, const void* src, float* dst, int64_t n_value
 // matrices, and cost the grouped expert FFN, which streams one expert's matrices after
 // another: on a Xeon guest (2 threads), without them BM_GroupedFfn read 78.5% of its probe
 // against 75% at 16 tokens and 85-89% against 84-86% at one token, and in `bench` decode
-// steps (olmoe Q4_0) the MoE of 16 sequences took 113-115 against 117-119 ms, of 4 and 32
+// steps (olmoe Q4_0) the MoE of 16 sequences took 113-118 against 117-121 ms, of 4 and 32
 // 1.5% and 2-3% less time, batch 1 and a 64-token prefill unchanged (alternating runs);
 // the same with no far prefetches in the dense matmuls too slowed batch 1's projections
 // and output head by 12-15% (docs/journal/performance.md, forty-sixth session).
