@@ -36,9 +36,18 @@ class Sampler {
     int32_t id;
     float logit;
   };
+  // The repetition penalty on a copy of the logits (work_).
+  void apply_repeat_penalty();
+  // The cut-offs (top-k, top-p, min-p) over cand_: how many candidates survive, moved to
+  // its front.
+  size_t cut_candidates();
+  // A draw from softmax(w[0..n)) at the sampler's temperature; w is overwritten.
+  size_t draw(float* w, size_t n);
+
   SamplingParams p_;
   std::mt19937_64 rng_;
   std::deque<int32_t> recent_;
+  std::vector<float> work_;
   std::vector<Candidate> cand_;
 };
 
