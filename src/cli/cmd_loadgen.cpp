@@ -70,7 +70,7 @@ void add_loadgen(CLI::App& app) {
     int requests = 100, rounds = 1, shared_prefix = 0, turns = 1;
     uint64_t seed = 1;
     bool json = false, baseline = false, quiet = false;
-    double timeout = 600;
+    double timeout = 600, temperature = 0;
   };
   auto a = std::make_shared<Args>();
   CLI::App* c = app.add_subcommand(
@@ -120,6 +120,11 @@ void add_loadgen(CLI::App& app) {
                 "draws its own token ids)")
       ->check(non_negative_number())
       ->capture_default_str();
+  c->add_option("--temperature", a->temperature,
+                "Sampling temperature of every request: 0 = greedy; above 0 the server samples, with OpenAI's other "
+                "defaults (no top-p, no top-k)")
+      ->check(CLI::Range(0.0, 2.0))
+      ->capture_default_str();
   c->add_option("--model", a->model, "Model name to request (default: the server's first)");
   c->add_option("--api-key", a->api_key, "Bearer token (also from $SWITCHYARD_API_KEY)")
       ->envname("SWITCHYARD_API_KEY");
@@ -135,6 +140,7 @@ void add_loadgen(CLI::App& app) {
     cfg.endpoint = HttpEndpoint::parse(a->url);
     cfg.endpoint.api_key = a->api_key;
     cfg.endpoint.timeout_s = a->timeout;
+    cfg.temperature = a->temperature;
     if (!a->rates.empty()) cfg.rates = parse_list<double>(a->rates, "--rate");
     if (!a->concurrency.empty()) {
       for (double k : parse_list<double>(a->concurrency, "--concurrency")) {

@@ -42,13 +42,13 @@ std::string format_seconds(double s) {
 }
 
 // One streaming completion; the reply's text goes to *text when it is given.
-Result send_one(const HttpEndpoint& ep, const std::string& model, const std::vector<int32_t>& prompt, int gen_len,
-                clock::time_point run_start, std::string* text = nullptr) {
+Result send_one(const HttpEndpoint& ep, const std::string& model, double temperature, const std::vector<int32_t>& prompt,
+                int gen_len, clock::time_point run_start, std::string* text = nullptr) {
   Result r;
   const json body = {{"model", model},
                      {"prompt", prompt},
                      {"max_tokens", gen_len},
-                     {"temperature", 0},
+                     {"temperature", temperature},
                      {"ignore_eos", true},
                      {"stream", true},
                      {"stream_options", {{"include_usage", true}}}};
@@ -102,13 +102,13 @@ std::vector<int32_t> tokenize(const HttpEndpoint& ep, const std::string& model, 
 
 // Every turn of one conversation, one after the other, into results[turn]. A turn that
 // cannot be sent (an earlier one failed, or /tokenize did not answer) fails with the reason.
-void converse(const HttpEndpoint& ep, const std::string& model, const WorkItem& w, int turns,
+void converse(const HttpEndpoint& ep, const std::string& model, double temperature, const WorkItem& w, int turns,
               clock::time_point run_start, Result* results, std::atomic<int>& finished) {
   std::vector<int32_t> prompt = w.prompt;
   int gen_len = w.gen_len;
   for (int t = 0; t < turns; ++t) {
     std::string reply;
-    results[t] = send_one(ep, model, prompt, gen_len, run_start, t + 1 < turns ? &reply : nullptr);
+    results[t] = send_one(ep, model, temperature, prompt, gen_len, run_start, t + 1 < turns ? &reply : nullptr);
     results[t].turn = t;
     finished++;
     if (t + 1 == turns) return;
@@ -243,7 +243,7 @@ RunReport Loadgen::run(const std::string& label, double rate, int concurrency) {
   std::atomic<int> finished{0};
   const auto start = clock::now();
   auto converse_item = [&](size_t i) {
-    converse(cfg_.endpoint, model_, items[i], turns, start, &results[i * static_cast<size_t>(turns)], finished);
+    converse(cfg_.endpoint, model_, cfg_.temperature, items[i], turns, start, &results[i * static_cast<size_t>(turns)], finished);
   };
 
   std::atomic<bool> stop_progress{false};
@@ -502,6 +502,7 @@ json Loadgen::report_json(const std::vector<RunReport>& runs) const {
           {"shared_prefix", cfg_.shared_prefix},
           {"turns", cfg_.turns},
           {"seed", cfg_.seed},
+          {"temperature", cfg_.temperature},
           {"rounds", cfg_.rounds},
           {"runs", arr},
           {"vs_baseline", ratio_json(false)},

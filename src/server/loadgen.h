@@ -38,6 +38,9 @@ struct LoadgenConfig {
   // own prompt-len tokens: what prefix reuse saves.
   int shared_prefix = 0;
   uint64_t seed = 1;
+  // Of every request: 0 is greedy; above it the server samples (OpenAI's defaults
+  // otherwise: no top-p, no top-k).
+  double temperature = 0;
   // Mixed into the token ids' streams only: the CLI draws one per invocation, so that a
   // second loadgen with the same --seed does not find its prompts in the server's prefix
   // cache from the first (lengths and arrivals still follow the seed alone).

@@ -189,6 +189,24 @@ TEST(Loadgen, OpenLoopRatesCountFromTheFirstSend) {
   EXPECT_NEAR(runs[0].requests_per_s, 1.0 / runs[0].duration_s, 1e-9);
 }
 
+// --temperature: the requests sample (the server's non-greedy path, OpenAI's other
+// defaults) and still run to their lengths; the report says which temperature ran.
+TEST(Loadgen, SampledRequestsRunToTheirLengths) {
+  test::TestServer srv(engine_config(4, 64));
+  LoadgenConfig c = run_config(srv, 6, 3, 8, 2, 6);
+  c.concurrency = {3};
+  c.temperature = 1.5;
+  Loadgen lg(c);
+  const auto runs = lg.run_all();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].completed, 6);
+  EXPECT_EQ(runs[0].failed, 0) << runs[0].first_error;
+  int64_t want_tokens = 0;
+  for (const auto& w : make_workload(c, static_cast<int32_t>(test::tiny_model().hparams().n_vocab), 0)) want_tokens += w.gen_len;
+  EXPECT_NEAR(runs[0].output_tokens_per_s * runs[0].duration_s, double(want_tokens), 1e-6 * want_tokens);
+  EXPECT_EQ(lg.report_json(runs)["temperature"], 1.5);
+}
+
 // --timeout bounds a whole request, not only the silence between its events.
 TEST(Loadgen, TimeoutBoundsTheWholeRequest) {
   test::TestServer srv(engine_config(4, 2048));
