@@ -82,15 +82,18 @@ size_t Sampler::cut_candidates() {
 
   // Probabilities at temperature 1, relative to the most likely token, for the top-p and
   // min-p cut-offs (as llama.cpp).
+  // Each candidate's exp once, kept by id: the partition and the sorts below move the
+  // candidates, not their ids.
   const float top = sorted > 0 ? cand_[0].logit : std::min_element(begin, begin + n, more_likely)->logit;
-  auto prob = [&](size_t i) { return std::exp(cand_[i].logit - top); };
+  prob_.resize(work_.size());
   double sum = 0.0;
-  for (size_t i = 0; i < n; ++i) sum += prob(i);
+  for (size_t i = 0; i < n; ++i) sum += prob_[cand_[i].id] = std::exp(cand_[i].logit - top);
+  auto prob = [&](size_t i) { return prob_[cand_[i].id]; };
   // Both cut-offs keep a prefix of the sorted candidates, so the shorter prefix wins. min-p
   // keeps those at least min_p as likely as the top one (the top one always): moved to the
   // front in any order, or counted where they are already sorted.
   if (p_.min_p > 0.0f) {
-    auto kept = [&](const Candidate& c) { return std::exp(c.logit - top) >= p_.min_p; };
+    auto kept = [&](const Candidate& c) { return prob_[c.id] >= p_.min_p; };
     if (sorted > 0) {
       size_t keep = 1;
       while (keep < n && kept(cand_[keep])) ++keep;

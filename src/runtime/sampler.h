@@ -49,6 +49,7 @@ class Sampler {
   std::deque<int32_t> recent_;
   std::vector<float> work_;
   std::vector<Candidate> cand_;
+  std::vector<float> prob_;  // by token id: exp(logit - top logit), for the cut-offs
 };
 
 int32_t argmax(const float* logits, int64_t n);

@@ -31,6 +31,14 @@ EngineConfig engine_config(int parallel, int ctx_size) {
   return ec;
 }
 
+// The output tokens a run of c's workload asks for (ignore_eos: every request generates
+// exactly its length).
+int64_t workload_output_tokens(const LoadgenConfig& c) {
+  int64_t n = 0;
+  for (const auto& w : make_workload(c, static_cast<int32_t>(test::tiny_model().hparams().n_vocab), 0)) n += w.gen_len;
+  return n;
+}
+
 // Small runs against a test server: `requests` per run, lengths in the ranges given.
 LoadgenConfig run_config(const test::TestServer& srv, int requests, int prompt_min, int prompt_max, int gen_min,
                          int gen_max) {
@@ -201,8 +209,7 @@ TEST(Loadgen, SampledRequestsRunToTheirLengths) {
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].completed, 6);
   EXPECT_EQ(runs[0].failed, 0) << runs[0].first_error;
-  int64_t want_tokens = 0;
-  for (const auto& w : make_workload(c, static_cast<int32_t>(test::tiny_model().hparams().n_vocab), 0)) want_tokens += w.gen_len;
+  const int64_t want_tokens = workload_output_tokens(c);
   EXPECT_NEAR(runs[0].output_tokens_per_s * runs[0].duration_s, double(want_tokens), 1e-6 * want_tokens);
   EXPECT_EQ(lg.report_json(runs)["temperature"], 1.5);
 }
@@ -234,8 +241,7 @@ TEST(Loadgen, RoundsOfBaselineClosedAndOpenLoopAgainstTheServer) {
   const auto runs = lg.run_all();
   ASSERT_EQ(runs.size(), 6u);  // 2 rounds x (baseline, concurrency 3, rate inf)
 
-  int64_t want_tokens = 0;
-  for (const auto& w : make_workload(c, static_cast<int32_t>(test::tiny_model().hparams().n_vocab), 0)) want_tokens += w.gen_len;
+  const int64_t want_tokens = workload_output_tokens(c);
   for (const auto& r : runs) {
     SCOPED_TRACE(r.label);
     EXPECT_EQ(r.completed, 5);
