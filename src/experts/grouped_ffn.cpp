@@ -56,6 +56,27 @@ void GroupedFfn::make_tiles(const std::vector<FfnJob>& jobs, bool down, int thre
   }
 }
 
+// Two tiles per task: in BM_GroupedFfn (olmoe's experts, 16 tokens, 2 threads, a Xeon
+// guest) three and four read 80 and 76-82% of the probe against two's 78-82%, within the
+// noise of each other (docs/journal/performance.md, forty-eighth session).
+constexpr int32_t kTilesPerTask = 2;
+
+void GroupedFfn::make_tasks(const std::vector<FfnJob>& jobs, bool down, const std::vector<Tile>& tiles,
+                            std::vector<Task>& tasks) {
+  tasks.clear();
+  auto joins = [&](const Tile& t, const Tile& u) {
+    const FfnJob &a = jobs[t.job], &b = jobs[u.job];
+    return a.rows <= cpu::kStreamingTokens && b.rows <= cpu::kStreamingTokens && t.job != u.job && t.r0 == u.r0 &&
+           t.r1 == u.r1 && (down || (gate_up_share_input(*a.w) && gate_up_share_input(*b.w)));
+  };
+  for (int32_t i = 0, n = static_cast<int32_t>(tiles.size()); i < n;) {
+    int32_t count = 1;
+    while (count < kTilesPerTask && i + count < n && joins(tiles[i], tiles[i + count])) ++count;
+    tasks.push_back({i, count});
+    i += count;
+  }
+}
+
 void GroupedFfn::run(const std::vector<FfnJob>& jobs, cpu::Rows x, cpu::OutRows out, ThreadPool& pool) {
   if (jobs.empty()) return;
   const size_t nj = jobs.size();
@@ -86,21 +107,23 @@ void GroupedFfn::run(const std::vector<FfnJob>& jobs, cpu::Rows x, cpu::OutRows 
     sync_[j].up_tiles_left.store(0, std::memory_order_relaxed);
   }
   for (const Tile& t : up_tiles_) sync_[t.job].up_tiles_left.fetch_add(1, std::memory_order_relaxed);
+  make_tasks(jobs, false, up_tiles_, up_tasks_);
+  make_tasks(jobs, true, down_tiles_, down_tasks_);
 
   // One job, tasks in stage order: a task only waits for earlier tasks of its FFN, which
   // are already running (ThreadPool claims tasks in order). Against one job per stage
   // (three barriers per MoE layer), in-process A/B on olmoe Q4_0, 2 threads: batch 1
   // x1.004-1.012, batch 16 x1.01-1.09.
   const auto n_prep = static_cast<int64_t>(nj);
-  const auto n_up = static_cast<int64_t>(up_tiles_.size());
-  const auto n_down = static_cast<int64_t>(down_tiles_.size());
+  const auto n_up = static_cast<int64_t>(up_tasks_.size());
+  const auto n_down = static_cast<int64_t>(down_tasks_.size());
   pool.parallel_for(n_prep + n_up + n_down, [&](int64_t i, int) {
     if (i < n_prep) {
       prepare_input(jobs, static_cast<size_t>(i), x);
     } else if (i < n_prep + n_up) {
-      gate_up_tile(jobs, up_tiles_[i - n_prep]);
+      gate_up_task(jobs, up_tasks_[i - n_prep]);
     } else {
-      down_tile(jobs, down_tiles_[i - n_prep - n_up], out);
+      down_task(jobs, down_tasks_[i - n_prep - n_up], out);
     }
   });
 }
@@ -113,18 +136,39 @@ void GroupedFfn::prepare_input(const std::vector<FfnJob>& jobs, size_t j, cpu::R
   sync_[j].input_ready.store(1, std::memory_order_release);
 }
 
-void GroupedFfn::gate_up_tile(const std::vector<FfnJob>& jobs, const Tile& t) {
+void GroupedFfn::gate_up_task(const std::vector<FfnJob>& jobs, const Task& task) {
+  const Tile* tiles = up_tiles_.data() + task.first;
+  if (task.count == 1) {
+    const Tile& t = tiles[0];
+    const FfnJob& job = jobs[t.job];
+    spin_until_set(sync_[t.job].input_ready);
+    float* g = gate_.data() + job.row0 * ff_;
+    float* u = up_.data() + job.row0 * ff_;
+    if (gate_up_share_input(*job.w)) {
+      cpu::matmul_rows_two(job.w->gate, job.w->up, in_[t.job], {g, ff_}, {u, ff_}, t.r0, t.r1);
+    } else {
+      cpu::matmul_rows(job.w->gate, in_[t.job], {g, ff_}, t.r0, t.r1);
+      cpu::matmul_rows(job.w->up, in_up_[t.job], {u, ff_}, t.r0, t.r1);
+    }
+  } else {
+    cpu::RowsStream s[kTilesPerTask];
+    for (int32_t k = 0; k < task.count; ++k) {
+      const Tile& t = tiles[k];
+      const FfnJob& job = jobs[t.job];
+      spin_until_set(sync_[t.job].input_ready);
+      s[k] = {&job.w->gate, &job.w->up, &in_[t.job], {gate_.data() + job.row0 * ff_, ff_},
+              {up_.data() + job.row0 * ff_, ff_}};
+    }
+    cpu::matmul_rows_interleaved(s, task.count, tiles[0].r0, tiles[0].r1);
+  }
+  for (int32_t k = 0; k < task.count; ++k) finish_gate_up(jobs, tiles[k]);
+}
+
+void GroupedFfn::finish_gate_up(const std::vector<FfnJob>& jobs, const Tile& t) {
   const FfnJob& job = jobs[t.job];
   FfnSync& sync = sync_[t.job];
-  spin_until_set(sync.input_ready);
   float* g = gate_.data() + job.row0 * ff_;
   float* u = up_.data() + job.row0 * ff_;
-  if (gate_up_share_input(*job.w)) {
-    cpu::matmul_rows_two(job.w->gate, job.w->up, in_[t.job], {g, ff_}, {u, ff_}, t.r0, t.r1);
-  } else {
-    cpu::matmul_rows(job.w->gate, in_[t.job], {g, ff_}, t.r0, t.r1);
-    cpu::matmul_rows(job.w->up, in_up_[t.job], {u, ff_}, t.r0, t.r1);
-  }
   const auto swiglu = cpu::dot_kernels().swiglu;
   for (int64_t r = 0; r < job.rows; ++r) swiglu(g + r * ff_ + t.r0, u + r * ff_ + t.r0, t.r1 - t.r0);
   // The FFN's last gate/up tile prepares the SwiGLU output for its down tiles (acq_rel:
@@ -135,10 +179,20 @@ void GroupedFfn::gate_up_tile(const std::vector<FfnJob>& jobs, const Tile& t) {
   }
 }
 
-void GroupedFfn::down_tile(const std::vector<FfnJob>& jobs, const Tile& t, cpu::OutRows out) {
-  const FfnJob& job = jobs[t.job];
-  spin_until_set(sync_[t.job].mid_ready);
-  cpu::matmul_rows(job.w->down, mid_in_[t.job], {out.data + job.row0 * out.ld, out.ld}, t.r0, t.r1);
+void GroupedFfn::down_task(const std::vector<FfnJob>& jobs, const Task& task, cpu::OutRows out) {
+  const Tile* tiles = down_tiles_.data() + task.first;
+  cpu::RowsStream s[kTilesPerTask];
+  for (int32_t k = 0; k < task.count; ++k) {
+    const Tile& t = tiles[k];
+    const FfnJob& job = jobs[t.job];
+    spin_until_set(sync_[t.job].mid_ready);
+    s[k] = {&job.w->down, nullptr, &mid_in_[t.job], {out.data + job.row0 * out.ld, out.ld}, {nullptr, 0}};
+  }
+  if (task.count == 1) {
+    cpu::matmul_rows(*s[0].a, *s[0].in, s[0].ya, tiles[0].r0, tiles[0].r1);
+  } else {
+    cpu::matmul_rows_interleaved(s, task.count, tiles[0].r0, tiles[0].r1);
+  }
 }
 
 }  // namespace sy

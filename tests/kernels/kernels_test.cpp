@@ -837,6 +837,44 @@ TEST(KernelsPacked, TwoMatricesMatchOneAtATime) {
   }
 }
 
+// Interleaved streams (two experts' rows taken in turn) give each stream the bits the
+// one- and two-matrix kernels give it alone: every pair of token counts up to
+// kStreamingTokens, a stream of two matrices beside one of one, rows from 3.
+TEST(KernelsPacked, InterleavedStreamsGiveEachStreamItsOwnBits) {
+  if (const PackedKernels* v = packed_kernels_avx512vnni()) {
+    ASSERT_NE(v->interleaved, nullptr);
+  }
+  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+    const int64_t rows = 37, cols = 512 + 256 + 32;  // an odd group and a tail block
+    const size_t rb = dtype_row_bytes(t, cols);
+    const auto packed = packed_matrices(t, rows, cols, {61, 62, 63});
+    for (int64_t na = 1; na <= kStreamingTokens; ++na) {
+      for (int64_t nb = 1; nb <= kStreamingTokens; ++nb) {
+        const auto xa = random_vec(na * cols, 70 + na), xb = random_vec(nb * cols, 80 + nb);
+        PackedActivations acts_a, acts_b;
+        acts_a.quantize(xa.data(), na, cols, cols);
+        acts_b.quantize(xb.data(), nb, cols, cols);
+        for (const PackedKernels* k : packed_kernels_all()) {
+          if (k->interleaved == nullptr) continue;
+          const auto one = t == DType::Q4_0 ? k->q4_0 : k->q8_0;
+          const auto two = t == DType::Q4_0 ? k->q4_0_two : k->q8_0_two;
+          // Results `rows` apart per token, so both streams share one ldy.
+          std::vector<float> ga(na * rows, -1.0f), ua(na * rows, -1.0f), db(nb * rows, -1.0f);
+          std::vector<float> want_g(na * rows, -1.0f), want_u(na * rows, -1.0f), want_d(nb * rows, -1.0f);
+          two(packed[0].data(), packed[1].data(), rb, cols, 3, rows, acts_a, want_g.data(), want_u.data(), rows);
+          one(packed[2].data(), rb, cols, 3, rows, acts_b, want_d.data(), rows);
+          const PackedStream streams[2] = {{packed[0].data(), packed[1].data(), &acts_a, ga.data(), ua.data()},
+                                           {packed[2].data(), nullptr, &acts_b, db.data(), nullptr}};
+          k->interleaved(streams, 2, t, rb, cols, 3, rows, rows);
+          EXPECT_EQ(ga, want_g) << k->isa << " " << dtype_name(t) << " na=" << na << " nb=" << nb;
+          EXPECT_EQ(ua, want_u) << k->isa << " " << dtype_name(t) << " na=" << na << " nb=" << nb;
+          EXPECT_EQ(db, want_d) << k->isa << " " << dtype_name(t) << " na=" << na << " nb=" << nb;
+        }
+      }
+    }
+  }
+}
+
 // How a kernel prefetches the rows (RowPrefetch: the grouped expert FFN leaves out the far
 // prefetches) changes no result: rows long enough for the far prefetches to run ahead of
 // the tile (16 KiB: 14 rows of 2048 Q4_0 values), every narrow tile size, one matrix and two.

@@ -104,6 +104,43 @@ void matmul_rows_two(const WeightMatrix& a, const WeightMatrix& b, const Prepare
   matmul_rows(b, in, yb, r0, r1);
 }
 
+namespace {
+// Whether the kernels can interleave these streams: packed weights of stream 0's shape and
+// type throughout, results with one stride, few enough input rows.
+bool interleavable(const RowsStream* s, int n) {
+  if (packed_kernels().interleaved == nullptr || n > PackedKernels::kMaxStreams) return false;
+  const WeightMatrix& w0 = *s[0].a;
+  auto like_w0 = [&](const WeightMatrix& w) {
+    return w.packed && w.dtype == w0.dtype && w.cols == w0.cols && w.row_bytes() == w0.row_bytes();
+  };
+  for (int i = 0; i < n; ++i) {
+    if (!like_w0(*s[i].a) || !s[i].in->is_packed() || s[i].in->rows() > kStreamingTokens || s[i].ya.ld != s[0].ya.ld) {
+      return false;
+    }
+    if (s[i].b && (!like_w0(*s[i].b) || s[i].yb.ld != s[0].ya.ld)) return false;
+  }
+  return true;
+}
+}  // namespace
+
+void matmul_rows_interleaved(const RowsStream* s, int n, int64_t r0, int64_t r1) {
+  if (n <= 0) return;
+  if (!interleavable(s, n)) {
+    for (int i = 0; i < n; ++i) {
+      if (s[i].b) matmul_rows_two(*s[i].a, *s[i].b, *s[i].in, s[i].ya, s[i].yb, r0, r1);
+      else matmul_rows(*s[i].a, *s[i].in, s[i].ya, r0, r1);
+    }
+    return;
+  }
+  PackedStream ps[PackedKernels::kMaxStreams];
+  for (int i = 0; i < n; ++i) {
+    ps[i] = {s[i].a->data, s[i].b ? s[i].b->data : nullptr, &s[i].in->packed_, s[i].ya.data,
+             s[i].b ? s[i].yb.data : nullptr};
+  }
+  const WeightMatrix& w0 = *s[0].a;
+  packed_kernels().interleaved(ps, n, w0.dtype, w0.row_bytes(), w0.cols, r0, r1, s[0].ya.ld);
+}
+
 int64_t row_tile(const WeightMatrix& w, int64_t bytes) {
   // 256 KiB per task: long enough streams for the hardware prefetcher to ramp up (against
   // 128 KiB, interleaved runs gave batch-1 decode 36.5 -> 44.5 tokens/s and batch 16

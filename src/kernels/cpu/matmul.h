@@ -26,6 +26,8 @@ struct OutRows {
   int64_t ld;
 };
 
+struct RowsStream;
+
 // Token rows in the form one weight layout's kernel reads. Buffers grow and are reused,
 // so steady-state calls do not allocate.
 class PreparedInput {
@@ -34,11 +36,13 @@ class PreparedInput {
   // kernels prefetch w's rows against it (RowPrefetch in packed.h).
   void prepare(const WeightMatrix& w, Rows x, RowPrefetch prefetch = RowPrefetch::kNearAndFar);
   int64_t rows() const { return f32_.n; }
+  bool is_packed() const { return is_packed_; }
 
  private:
   friend void matmul_rows(const WeightMatrix&, const PreparedInput&, OutRows, int64_t, int64_t);
   friend void matmul_rows_two(const WeightMatrix&, const WeightMatrix&, const PreparedInput&, OutRows, OutRows, int64_t,
                               int64_t);
+  friend void matmul_rows_interleaved(const RowsStream*, int, int64_t, int64_t);
   Rows f32_{nullptr, 0, 0};
   std::vector<BlockQ8_0> q8_;
   int64_t q8_ld_ = 0;  // blocks per row
@@ -54,6 +58,19 @@ void matmul_rows(const WeightMatrix& w, const PreparedInput& in, OutRows y, int6
 // the activations for both when they are packed alike, else two matmul_rows.
 void matmul_rows_two(const WeightMatrix& a, const WeightMatrix& b, const PreparedInput& in, OutRows ya, OutRows yb,
                      int64_t r0, int64_t r1);
+
+// One of several matmuls whose rows run interleaved: rows of a, and of b (like a; null for
+// none), against `in`.
+struct RowsStream {
+  const WeightMatrix* a;
+  const WeightMatrix* b;
+  const PreparedInput* in;
+  OutRows ya, yb;
+};
+// Rows [r0, r1) of n streams, each with the results matmul_rows(_two) gives it: row r of
+// each in turn where the kernels take it (PackedKernels::interleaved: packed weights of one
+// shape and type, at most kStreamingTokens input rows each), else one stream after another.
+void matmul_rows_interleaved(const RowsStream* s, int n, int64_t r0, int64_t r1);
 
 // Row tile size used to split a matrix into tasks: about `bytes` of weights (256 KiB by
 // default), a multiple of 16 rows.

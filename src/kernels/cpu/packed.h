@@ -253,6 +253,17 @@ class PackedActivations {
   AlignedVector<float> tile_d_;
 };
 
+// One stream of an interleaved run (PackedKernels::interleaved): rows of matrix a, and of b
+// (the same shape and type; null for none) against activations x of at most
+// kStreamingTokens rows, results at ya and yb (ldy apart per token).
+struct PackedStream {
+  const uint8_t* a;
+  const uint8_t* b;
+  const PackedActivations* x;
+  float* ya;
+  float* yb;
+};
+
 // Packed kernels: y[t * ldy + r] = dot(row r, activation row t) for rows [r0, r1) and
 // all activation rows; `w` points at row 0, rows `row_bytes` apart.
 struct PackedKernels {
@@ -277,6 +288,15 @@ struct PackedKernels {
   // From this many activation rows on, the kernels read the activations' tile layout
   // (PackedActivations::has_tiles) where it was built; 0: they never do.
   int64_t tile_tokens = 0;
+  // Rows [r0, r1) of n streams (n <= kMaxStreams; all of type t, row_bytes apart, `cols`
+  // wide) taking row r of each in turn, with each stream's results bit for bit those of
+  // q4_0 / q4_0_two (q8_0 / q8_0_two) on it. Experts of few tokens stream their weights
+  // with compute to spare or none to spare (3-4 tokens) at ~2 KiB a row: alternating two
+  // of them, one's memory stall is the other's compute (nullptr: not taken; the AVX-512
+  // tiles take it).
+  static constexpr int kMaxStreams = 4;
+  void (*interleaved)(const PackedStream* s, int n, DType t, size_t row_bytes, int64_t cols, int64_t r0,
+                      int64_t r1, int64_t ldy) = nullptr;
 };
 
 // Best for this CPU: AMX tiles, else AVX-512 VNNI, else AVX2, else scalar (SY_ISA=scalar,

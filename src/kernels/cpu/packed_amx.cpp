@@ -314,7 +314,7 @@ const PackedKernels* packed_kernels_amx() {
     }
     static const PackedKernels k{"amx",           kernel<DType::Q4_0>, kernel<DType::Q8_0>,
                                  kernel_two<DType::Q4_0>, kernel_two<DType::Q8_0>, v->quantize_group,
-                                 v->pack_pairs,   kTileTokens};
+                                 v->pack_pairs,   kTileTokens, v->interleaved};
     return &k;
   }();
   return table;

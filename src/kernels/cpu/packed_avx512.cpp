@@ -465,6 +465,46 @@ SY_VNNI void kernel_two(const uint8_t* wa, const uint8_t* wb, size_t row_bytes, 
   }
 }
 
+// rows_dot for one or two matrices (NR) and a stream's token count (1 to kStreamingTokens),
+// prefetching as tile() does.
+using RowsDot = void (*)(const uint8_t* const*, int64_t, const PackedActivations&, int64_t, float* const*, int64_t,
+                         int64_t);
+template <DType T, int NR>
+RowsDot rows_dot_for(int64_t tokens) {
+  static_assert(kStreamingTokens == 4);
+  const bool small_prefetch = small_tiles_prefetch();
+  switch (tokens) {
+    case 1: return small_prefetch ? rows_dot<T, NR, 1, true> : rows_dot<T, NR, 1, false>;
+    case 2: return small_prefetch ? rows_dot<T, NR, 2, true> : rows_dot<T, NR, 2, false>;
+    case 3: return rows_dot<T, NR, 3, true>;
+    default: return rows_dot<T, NR, 4, true>;
+  }
+}
+
+// Row r of every stream, then row r + 1: each row is a few KiB, about the near prefetch's
+// distance, so while one stream's row waits on memory the other's computes. The far
+// prefetches stay off (the expert FFN's rule, RowPrefetch).
+template <DType T>
+void interleaved_rows(const PackedStream* s, int n, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                      int64_t ldy) {
+  RowsDot dot[PackedKernels::kMaxStreams];
+  for (int i = 0; i < n; ++i) dot[i] = s[i].b ? rows_dot_for<T, 2>(s[i].x->rows()) : rows_dot_for<T, 1>(s[i].x->rows());
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t off = r * static_cast<int64_t>(row_bytes);
+    for (int i = 0; i < n; ++i) {
+      const uint8_t* rows[2] = {s[i].a + off, s[i].b ? s[i].b + off : nullptr};
+      float* outs[2] = {s[i].ya + r, s[i].b ? s[i].yb + r : nullptr};
+      dot[i](rows, cols, *s[i].x, 0, outs, ldy, 0);
+    }
+  }
+}
+
+void interleaved(const PackedStream* s, int n, DType t, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
+                 int64_t ldy) {
+  if (t == DType::Q4_0) interleaved_rows<DType::Q4_0>(s, n, row_bytes, cols, r0, r1, ldy);
+  else interleaved_rows<DType::Q8_0>(s, n, row_bytes, cols, r0, r1, ldy);
+}
+
 template <DType T>
 SY_VNNI void kernel(const uint8_t* w, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
                     const PackedActivations& x, float* y, int64_t ldy) {
@@ -546,7 +586,9 @@ const PackedKernels* packed_kernels_avx512vnni() {
                                kernel_two<DType::Q4_0>,
                                kernel_two<DType::Q8_0>,
                                quantize_group,
-                               pack_pairs};
+                               pack_pairs,
+                               /*tile_tokens=*/0,
+                               interleaved};
   return &k;
 }
 
