@@ -66,8 +66,8 @@ void GroupedFfn::make_tasks(const std::vector<FfnJob>& jobs, bool down, const st
   tasks.clear();
   auto joins = [&](const Tile& t, const Tile& u) {
     const FfnJob &a = jobs[t.job], &b = jobs[u.job];
-    return a.rows <= cpu::kStreamingTokens && b.rows <= cpu::kStreamingTokens && t.job != u.job && t.r0 == u.r0 &&
-           t.r1 == u.r1 && (down || (gate_up_share_input(*a.w) && gate_up_share_input(*b.w)));
+    return a.rows <= cpu::kStreamingTokens && b.rows <= cpu::kStreamingTokens && t.job != u.job &&
+           t.r0 == u.r0 && t.r1 == u.r1 && (down || (gate_up_share_input(*a.w) && gate_up_share_input(*b.w)));
   };
   for (int32_t i = 0, n = static_cast<int32_t>(tiles.size()); i < n;) {
     int32_t count = 1;

@@ -114,7 +114,8 @@ bool interleavable(const RowsStream* s, int n) {
     return w.packed && w.dtype == w0.dtype && w.cols == w0.cols && w.row_bytes() == w0.row_bytes();
   };
   for (int i = 0; i < n; ++i) {
-    if (!like_w0(*s[i].a) || !s[i].in->is_packed() || s[i].in->rows() > kStreamingTokens || s[i].ya.ld != s[0].ya.ld) {
+    if (!like_w0(*s[i].a) || !s[i].in->is_packed() || s[i].in->rows() < 1 ||
+        s[i].in->rows() > kStreamingTokens || s[i].ya.ld != s[0].ya.ld) {
       return false;
     }
     if (s[i].b && (!like_w0(*s[i].b) || s[i].yb.ld != s[0].ya.ld)) return false;
