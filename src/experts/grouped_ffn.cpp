@@ -66,8 +66,9 @@ void GroupedFfn::make_tasks(const std::vector<FfnJob>& jobs, bool down, const st
   tasks.clear();
   auto joins = [&](const Tile& t, const Tile& u) {
     const FfnJob &a = jobs[t.job], &b = jobs[u.job];
-    return a.rows <= cpu::kStreamingTokens && b.rows <= cpu::kStreamingTokens && t.job != u.job &&
-           t.r0 == u.r0 && t.r1 == u.r1 && (down || (gate_up_share_input(*a.w) && gate_up_share_input(*b.w)));
+    // The same rows of two FFNs (tiles of one FFN never share their rows).
+    return a.rows <= cpu::kStreamingTokens && b.rows <= cpu::kStreamingTokens && t.r0 == u.r0 && t.r1 == u.r1 &&
+           (down || (gate_up_share_input(*a.w) && gate_up_share_input(*b.w)));
   };
   for (int32_t i = 0, n = static_cast<int32_t>(tiles.size()); i < n;) {
     int32_t count = 1;
@@ -138,28 +139,21 @@ void GroupedFfn::prepare_input(const std::vector<FfnJob>& jobs, size_t j, cpu::R
 
 void GroupedFfn::gate_up_task(const std::vector<FfnJob>& jobs, const Task& task) {
   const Tile* tiles = up_tiles_.data() + task.first;
-  if (task.count == 1) {
-    const Tile& t = tiles[0];
+  cpu::RowsStream s[kTilesPerTask];
+  for (int32_t k = 0; k < task.count; ++k) {
+    const Tile& t = tiles[k];
     const FfnJob& job = jobs[t.job];
     spin_until_set(sync_[t.job].input_ready);
-    float* g = gate_.data() + job.row0 * ff_;
-    float* u = up_.data() + job.row0 * ff_;
-    if (gate_up_share_input(*job.w)) {
-      cpu::matmul_rows_two(job.w->gate, job.w->up, in_[t.job], {g, ff_}, {u, ff_}, t.r0, t.r1);
-    } else {
-      cpu::matmul_rows(job.w->gate, in_[t.job], {g, ff_}, t.r0, t.r1);
-      cpu::matmul_rows(job.w->up, in_up_[t.job], {u, ff_}, t.r0, t.r1);
-    }
-  } else {
-    cpu::RowsStream s[kTilesPerTask];
-    for (int32_t k = 0; k < task.count; ++k) {
-      const Tile& t = tiles[k];
-      const FfnJob& job = jobs[t.job];
-      spin_until_set(sync_[t.job].input_ready);
-      s[k] = {&job.w->gate, &job.w->up, &in_[t.job], {gate_.data() + job.row0 * ff_, ff_},
-              {up_.data() + job.row0 * ff_, ff_}};
-    }
+    s[k] = {&job.w->gate, &job.w->up, &in_[t.job], {gate_.data() + job.row0 * ff_, ff_},
+            {up_.data() + job.row0 * ff_, ff_}};
+  }
+  if (task.count > 1) {
     cpu::matmul_rows_interleaved(s, task.count, tiles[0].r0, tiles[0].r1);
+  } else if (gate_up_share_input(*jobs[tiles[0].job].w)) {
+    cpu::matmul_rows_two(*s[0].a, *s[0].b, *s[0].in, s[0].ya, s[0].yb, tiles[0].r0, tiles[0].r1);
+  } else {  // never paired (make_tasks): up has its own input
+    cpu::matmul_rows(*s[0].a, *s[0].in, s[0].ya, tiles[0].r0, tiles[0].r1);
+    cpu::matmul_rows(*s[0].b, in_up_[tiles[0].job], s[0].yb, tiles[0].r0, tiles[0].r1);
   }
   for (int32_t k = 0; k < task.count; ++k) finish_gate_up(jobs, tiles[k]);
 }

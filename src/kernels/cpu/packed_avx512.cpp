@@ -484,8 +484,8 @@ RowsDot rows_dot_for(int64_t tokens) {
 // Row r of every stream, then row r + 1: a row (0.5-2.5 KiB for olmoe's experts, gate and
 // up together) is about the near prefetch's distance, so while one stream's row waits on
 // memory the other's computes; alternating every 9 KiB or more gained nothing in a probe
-// (docs/journal/performance.md, forty-eighth session). The far
-// prefetches stay off (the expert FFN's rule, RowPrefetch).
+// (docs/journal/performance.md, forty-eighth session). The far prefetches stay off (the
+// expert FFN's rule, RowPrefetch).
 template <DType T>
 void interleaved_rows(const PackedStream* s, int n, size_t row_bytes, int64_t cols, int64_t r0, int64_t r1,
                       int64_t ldy) {
