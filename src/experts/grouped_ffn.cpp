@@ -137,16 +137,23 @@ void GroupedFfn::prepare_input(const std::vector<FfnJob>& jobs, size_t j, cpu::R
   sync_[j].input_ready.store(1, std::memory_order_release);
 }
 
+template <class MakeStream>
+void GroupedFfn::wait_streams(const std::vector<FfnJob>& jobs, const Tile* tiles, int32_t count,
+                              std::atomic<int32_t> FfnSync::*ready, MakeStream make, cpu::RowsStream* s) {
+  for (int32_t k = 0; k < count; ++k) {
+    const int32_t j = tiles[k].job;
+    spin_until_set(sync_[j].*ready);
+    s[k] = make(jobs[j], j);
+  }
+}
+
 void GroupedFfn::gate_up_task(const std::vector<FfnJob>& jobs, const Task& task) {
   const Tile* tiles = up_tiles_.data() + task.first;
   cpu::RowsStream s[kTilesPerTask];
-  for (int32_t k = 0; k < task.count; ++k) {
-    const Tile& t = tiles[k];
-    const FfnJob& job = jobs[t.job];
-    spin_until_set(sync_[t.job].input_ready);
-    s[k] = {&job.w->gate, &job.w->up, &in_[t.job], {gate_.data() + job.row0 * ff_, ff_},
-            {up_.data() + job.row0 * ff_, ff_}};
-  }
+  wait_streams(jobs, tiles, task.count, &FfnSync::input_ready, [&](const FfnJob& job, int32_t j) {
+    return cpu::RowsStream{&job.w->gate, &job.w->up, &in_[j], {gate_.data() + job.row0 * ff_, ff_},
+                           {up_.data() + job.row0 * ff_, ff_}};
+  }, s);
   if (task.count > 1) {
     cpu::matmul_rows_interleaved(s, task.count, tiles[0].r0, tiles[0].r1);
   } else if (gate_up_share_input(*jobs[tiles[0].job].w)) {
@@ -176,12 +183,9 @@ void GroupedFfn::finish_gate_up(const std::vector<FfnJob>& jobs, const Tile& t) 
 void GroupedFfn::down_task(const std::vector<FfnJob>& jobs, const Task& task, cpu::OutRows out) {
   const Tile* tiles = down_tiles_.data() + task.first;
   cpu::RowsStream s[kTilesPerTask];
-  for (int32_t k = 0; k < task.count; ++k) {
-    const Tile& t = tiles[k];
-    const FfnJob& job = jobs[t.job];
-    spin_until_set(sync_[t.job].mid_ready);
-    s[k] = {&job.w->down, nullptr, &mid_in_[t.job], {out.data + job.row0 * out.ld, out.ld}, {nullptr, 0}};
-  }
+  wait_streams(jobs, tiles, task.count, &FfnSync::mid_ready, [&](const FfnJob& job, int32_t j) {
+    return cpu::RowsStream{&job.w->down, nullptr, &mid_in_[j], {out.data + job.row0 * out.ld, out.ld}, {nullptr, 0}};
+  }, s);
   if (task.count == 1) {
     cpu::matmul_rows(*s[0].a, *s[0].in, s[0].ya, tiles[0].r0, tiles[0].r1);
   } else {

@@ -48,6 +48,11 @@ class GroupedFfn {
   void prepare_input(const std::vector<FfnJob>& jobs, size_t j, cpu::Rows x);
   void gate_up_task(const std::vector<FfnJob>& jobs, const Task& task);
   void down_task(const std::vector<FfnJob>& jobs, const Task& task, cpu::OutRows out);
+  // Waits until each of a task's FFNs has its `ready` flag set, and writes its stream
+  // (make(job, job index)) to s[k].
+  template <class MakeStream>
+  void wait_streams(const std::vector<FfnJob>& jobs, const Tile* tiles, int32_t count,
+                    std::atomic<int32_t> FfnSync::*ready, MakeStream make, cpu::RowsStream* s);
   // After a tile's gate and up rows: SwiGLU, and the FFN's down input after its last tile.
   void finish_gate_up(const std::vector<FfnJob>& jobs, const Tile& t);
 
