@@ -28,11 +28,12 @@ namespace {
 struct Fixture {
   std::vector<uint8_t> bytes;
   WeightMatrix w;
+  bool tiles16 = false;  // asked for
 };
 
 // A rows x cols weight of type t with normal(0, 0.02) values, prepared as the engine does.
 std::unique_ptr<Fixture> make_fixture(DType t, int64_t rows, int64_t cols, std::mt19937& rng, WeightArena& arena,
-                                      ThreadPool& pool) {
+                                      ThreadPool& pool, bool tiles16) {
   auto f = std::make_unique<Fixture>();
   f->bytes.resize(dtype_row_bytes(t, cols) * rows);
   std::normal_distribution<float> nd(0.0f, 0.02f);
@@ -41,28 +42,30 @@ std::unique_ptr<Fixture> make_fixture(DType t, int64_t rows, int64_t cols, std::
     for (auto& v : row) v = nd(rng);
     quantize_row(t, row.data(), f->bytes.data() + r * dtype_row_bytes(t, cols), cols);
   }
-  f->w = prepare_weight(WeightMatrix{t, rows, cols, f->bytes.data(), "bench"}, arena, pool);
+  f->w = prepare_weight(WeightMatrix{t, rows, cols, f->bytes.data(), "bench"}, arena, pool, tiles16);
   return f;
 }
 
 // One such weight per (type, shape), made on first use.
-const WeightMatrix& weight(DType t, int64_t rows, int64_t cols, ThreadPool& pool) {
+// (`tiles16`: in 16-row tiles where this CPU runs them, as the engine lays out its dense
+// matrices; else packed.)
+const WeightMatrix& weight(DType t, int64_t rows, int64_t cols, ThreadPool& pool, bool tiles16 = false) {
   static std::vector<std::unique_ptr<Fixture>> cache;
   static WeightArena arena;
   for (auto& f : cache) {
-    if (f->w.dtype == t && f->w.rows == rows && f->w.cols == cols) return f->w;
+    if (f->w.dtype == t && f->w.rows == rows && f->w.cols == cols && f->tiles16 == tiles16) return f->w;
   }
   std::mt19937 rng(1);
-  cache.push_back(make_fixture(t, rows, cols, rng, arena, pool));
+  cache.push_back(make_fixture(t, rows, cols, rng, arena, pool, tiles16));
+  cache.back()->tiles16 = tiles16;
   return cache.back()->w;
 }
 
-void BM_Matmul(benchmark::State& state) {
-  const auto t = static_cast<DType>(state.range(0));
+void matmul_bench(benchmark::State& state, DType t, bool tiles16) {
   const int64_t tokens = state.range(1);
   const int64_t cols = 2048, rows = 64 * 1024;  // 128M weights: far beyond the LLC
   ThreadPool pool(static_cast<int>(state.range(2)));
-  const WeightMatrix& w = weight(t, rows, cols, pool);
+  const WeightMatrix& w = weight(t, rows, cols, pool, tiles16);
   std::vector<float> x(tokens * cols, 0.1f), y(tokens * rows);
   MatmulScratch scratch;
   for (auto _ : state) {
@@ -71,8 +74,9 @@ void BM_Matmul(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * w.bytes()));
   state.counters["GOPS"] = benchmark::Counter(2.0 * rows * cols * tokens * state.iterations(), benchmark::Counter::kIsRate);
-  state.SetLabel(dtype_name(t) + (w.packed ? " packed" : ""));
+  state.SetLabel(dtype_name(t) + (w.packed ? " packed" : w.tiles16 ? " tiles16" : ""));
 }
+void BM_Matmul(benchmark::State& state) { matmul_bench(state, static_cast<DType>(state.range(0)), false); }
 BENCHMARK(BM_Matmul)
     ->ArgsProduct({{int(DType::Q4_0), int(DType::Q8_0), int(DType::F16), int(DType::BF16)}, {1, 2, 4, 8, 16, 32}, {1, 2}})
     ->Unit(benchmark::kMillisecond)
@@ -110,7 +114,7 @@ void BM_GroupedFfn(benchmark::State& state) {
     experts.clear();
     std::mt19937 rng(1);
     auto make = [&](int64_t rows, int64_t cols) {
-      store.push_back(make_fixture(t, rows, cols, rng, arena, pool));
+      store.push_back(make_fixture(t, rows, cols, rng, arena, pool, false));
       return store.back()->w;
     };
     for (int e = 0; e < kLayers * kExperts; ++e) {
@@ -170,12 +174,11 @@ void BM_GroupedFfn(benchmark::State& state) {
 BENCHMARK(BM_GroupedFfn)->ArgsProduct({{int(DType::Q4_0), int(DType::Q8_0)}, {1, 16}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The same kernels on a 256-row matrix that stays in L2: their compute rate.
-void BM_MatmulL2(benchmark::State& state) {
-  const auto t = static_cast<DType>(state.range(0));
+void matmul_l2_bench(benchmark::State& state, DType t, bool tiles16) {
   const int64_t tokens = state.range(1);
   const int64_t cols = state.range(2), rows = 256;  // 2048: gate/up rows of olmoe; 1024: down
   ThreadPool pool(1);
-  const WeightMatrix& w = weight(t, rows, cols, pool);
+  const WeightMatrix& w = weight(t, rows, cols, pool, tiles16);
   std::vector<float> x(tokens * cols, 0.1f), y(tokens * rows);
   PreparedInput in;
   in.prepare(w, {x.data(), tokens, cols});
@@ -185,9 +188,17 @@ void BM_MatmulL2(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * w.bytes()));
   state.counters["GOPS"] = benchmark::Counter(2.0 * rows * cols * tokens * state.iterations(), benchmark::Counter::kIsRate);
-  state.SetLabel(dtype_name(t) + (w.packed ? " packed" : ""));
+  state.SetLabel(dtype_name(t) + (w.packed ? " packed" : w.tiles16 ? " tiles16" : ""));
 }
+void BM_MatmulL2(benchmark::State& state) { matmul_l2_bench(state, static_cast<DType>(state.range(0)), false); }
 BENCHMARK(BM_MatmulL2)->ArgsProduct({{int(DType::Q4_0), int(DType::Q8_0), int(DType::F16), int(DType::BF16)}, {1, 2, 3, 4, 6, 8, 16, 64}, {2048, 1024}});
+// Q4_0 in the 16-row tiles the dense matrices take (the label says "packed" where this
+// CPU has no tile kernels), against BM_Matmul / BM_MatmulL2's packed rows. First argument:
+// unused (Q4_0), kept so the names line up with theirs.
+void BM_MatmulTiles16(benchmark::State& state) { matmul_bench(state, DType::Q4_0, true); }
+BENCHMARK(BM_MatmulTiles16)->ArgsProduct({{int(DType::Q4_0)}, {1, 2, 4, 8, 16, 32}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+void BM_MatmulTiles16L2(benchmark::State& state) { matmul_l2_bench(state, DType::Q4_0, true); }
+BENCHMARK(BM_MatmulTiles16L2)->ArgsProduct({{int(DType::Q4_0)}, {1, 2, 3, 4, 6, 8, 16, 64}, {2048, 1024}});
 
 // One float-weight tile (4 rows of 2048 F32, F16 or BF16 weights x 4 tokens) in L1, per
 // dot table this CPU has (0: AVX2, 2 x 2 register tiles of 8 lanes; 1: the dispatched

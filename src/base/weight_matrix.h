@@ -1,7 +1,8 @@
 // A read-only 2-D weight: `rows` output rows of `cols` input values each, every row
 // stored contiguously in `dtype` (blocks for quantized types), either in GGUF's block
 // layout or, when `packed`, in the kernels' packed layout (kernels/cpu/packed.h) with
-// the same bytes per row.
+// the same bytes per row, or, when `tiles16`, in tiles of 16 rows (kernels/cpu/tiles16.h;
+// the same bytes in all, but a row is no longer contiguous).
 #pragma once
 
 #include <cstddef>
@@ -19,10 +20,16 @@ struct WeightMatrix {
   const uint8_t* data = nullptr;
   std::string name;  // for error messages and `info`
   bool packed = false;
+  bool tiles16 = false;
 
   size_t row_bytes() const { return dtype_row_bytes(dtype, cols); }
   size_t bytes() const { return row_bytes() * static_cast<size_t>(rows); }
+  // Row r's bytes (not for tiles16 matrices).
   const uint8_t* row(int64_t r) const { return data + row_bytes() * static_cast<size_t>(r); }
+  // Whether two matrices are laid out alike (the same prepared input serves both).
+  bool same_layout(const WeightMatrix& o) const {
+    return dtype == o.dtype && cols == o.cols && packed == o.packed && tiles16 == o.tiles16;
+  }
   bool empty() const { return data == nullptr; }
 };
 

@@ -9,7 +9,7 @@ namespace {
 
 // Gate and up read one prepared input, in one pass over the activations, when their
 // layouts match; otherwise up gets its own.
-bool gate_up_share_input(const FfnWeights& w) { return w.up.dtype == w.gate.dtype && w.up.packed == w.gate.packed; }
+bool gate_up_share_input(const FfnWeights& w) { return w.up.same_layout(w.gate); }
 
 // Experts stream one after another: far prefetches cost them (RowPrefetch, packed.h).
 constexpr cpu::RowPrefetch kExpertRowPrefetch = cpu::RowPrefetch::kNearOnly;

@@ -77,11 +77,17 @@ void Model::for_each_dense_matrix(F f) {
   }
 }
 
+// Every matrix a matmul reads may take the 16-row tiles; the token embedding only gives
+// rows to look up, unless the output head shares it.
+bool Model::matmul_reads(const WeightMatrix& w) const {
+  return &w != &weights_.token_embd || weights_.output.data == weights_.token_embd.data;
+}
+
 void Model::prepare_weights(ThreadPool& pool) {
   const bool tied = weights_.output.data == weights_.token_embd.data;
   for_each_dense_matrix([&](WeightMatrix& w) {
     if (w.empty()) return;
-    const WeightMatrix p = cpu::prepare_weight(w, arena_, pool);
+    const WeightMatrix p = cpu::prepare_weight(w, arena_, pool, matmul_reads(w));
     if (p.data != w.data) file_->drop_pages(w.data, w.bytes());
     w = p;
   });
@@ -91,7 +97,7 @@ void Model::prepare_weights(ThreadPool& pool) {
 size_t Model::copied_weight_bytes(bool experts) {
   size_t n = 0;
   for_each_dense_matrix([&](WeightMatrix& w) {
-    if (!w.empty() && cpu::copied_at_load(w)) n += w.bytes();
+    if (!w.empty() && cpu::copied_at_load(w, matmul_reads(w))) n += w.bytes();
   });
   if (!experts) return n;
   for (const GgufTensorInfo& t : file_->tensors()) {

@@ -59,6 +59,7 @@ class Model {
   template <class F>
   void for_each_dense_matrix(F f);
   void prepare_weights(ThreadPool& pool);
+  bool matmul_reads(const WeightMatrix& w) const;
 
   std::unique_ptr<GgufFile> file_;
   WeightArena arena_;  // weights converted at load time (before weights_ and experts_ use them)

@@ -1,6 +1,9 @@
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
+#include <string>
+
+#include "base/error.h"
 
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/quantize.h"
@@ -10,7 +13,9 @@ namespace sy::cpu {
 void PreparedInput::prepare(const WeightMatrix& w, Rows x, RowPrefetch prefetch) {
   f32_ = x;
   is_packed_ = w.packed;
-  if (w.packed) {
+  if (w.tiles16) {
+    tiles16_.quantize(x.data, x.n, x.ld, w.cols);
+  } else if (w.packed) {
     packed_.quantize(x.data, x.n, x.ld, w.cols);
     packed_.set_row_prefetch(prefetch);
   } else if (takes_q8_activations(w.dtype)) {
@@ -73,6 +78,16 @@ void float_rows(const WeightMatrix& w, const Rows& x, const uint16_t* x_bf16, Ou
 }  // namespace
 
 void matmul_rows(const WeightMatrix& w, const PreparedInput& in, OutRows y, int64_t r0, int64_t r1) {
+  if (w.tiles16) {
+    // Tasks are whole tiles: row_tile and even_row_tile cut multiples of 16 rows.
+    if (r0 % kTileRows16 != 0 || r1 % kTileRows16 != 0) {
+      throw Error("matmul_rows: rows [" + std::to_string(r0) + ", " + std::to_string(r1) + ") of " + w.name +
+                  " cut a 16-row tile");
+    }
+    tiles16_kernels()->q4_0(w.data, w.cols, r0 / kTileRows16, r1 / kTileRows16, in.tiles16_, 0, in.tiles16_.rows(),
+                            y.data, y.ld);
+    return;
+  }
   if (w.packed) {
     const PackedKernels& k = packed_kernels();
     (w.dtype == DType::Q4_0 ? k.q4_0 : k.q8_0)(w.data, w.row_bytes(), w.cols, r0, r1, in.packed_, y.data, y.ld);
@@ -185,7 +200,7 @@ void matmul_same_input(const std::vector<MatmulTarget>& targets, Rows x, ThreadP
   if (x.n == 0 || targets.empty()) return;
   const WeightMatrix& first = *targets[0].w;
   for (const MatmulTarget& t : targets) {
-    if (t.w->dtype != first.dtype || t.w->packed != first.packed || t.w->cols != first.cols) {
+    if (!t.w->same_layout(first)) {
       for (const MatmulTarget& u : targets) matmul(*u.w, x, u.y, pool, scratch);  // mixed layouts
       return;
     }

@@ -1,7 +1,7 @@
 // y = x * W^T for a block of token rows: y[t][r] = dot(W row r, x row t).
 //
 // The input is first prepared for the weight's kernel (kept as float, rounded to F16 values
-// or to BF16, quantized to Q8_0 blocks, or quantized into the packed order), once per call; row tiles
+// or to BF16, quantized to Q8_0 blocks, in the packed order or for 16-row tiles), once per call; row tiles
 // then run on any thread. matmul() does both; the grouped expert executor prepares many
 // inputs and schedules the tiles of several matrices in one parallel job.
 #pragma once
@@ -12,6 +12,7 @@
 #include "base/thread_pool.h"
 #include "base/weight_matrix.h"
 #include "kernels/cpu/packed.h"
+#include "kernels/cpu/tiles16.h"
 
 namespace sy::cpu {
 
@@ -49,6 +50,7 @@ class PreparedInput {
   std::vector<float> f16_values_;  // rows of w.cols values rounded to F16 (F16 weights)
   std::vector<uint16_t> bf16_;     // rows of w.cols values (BF16 weights)
   PackedActivations packed_;
+  Tiles16Activations tiles16_;
   bool is_packed_ = false;
 };
 

@@ -132,6 +132,31 @@ void pack_row(DType t, const void* src, void* dst, int64_t n_values) {
   if (out != in) std::memcpy(out + groups * gb, in + groups * gb, row - groups * gb);
 }
 
+void unpack_row(DType t, const void* src, void* dst, int64_t n_values) {
+  if (!packable(t)) throw Error("unpack_row: " + dtype_name(t) + " has no packed layout");
+  const int64_t groups = packed_groups(n_values);
+  const auto* in = static_cast<const uint8_t*>(src);
+  auto* out = static_cast<uint8_t*>(dst);
+  const int64_t block_bytes = t == DType::Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
+  const int words = t == DType::Q4_0 ? 4 : 8;
+  const uint32_t flip = t == DType::Q4_0 ? 0u : 0x80808080u;  // undo Q8_0's bias
+  for (int64_t g = 0; g < groups; ++g) {
+    const PackedGroup grp = packed_group(t, in, groups, g);
+    for (int i = 0; i < kGroupBlocks; ++i) {
+      uint8_t* blk = out + (g * kGroupBlocks + i) * block_bytes;
+      std::memcpy(blk, grp.scales + 2 * i, 2);
+      for (int m = 0; m < words; ++m) {
+        uint32_t word;
+        std::memcpy(&word, grp.vector(m) + 4 * i, 4);
+        word ^= flip;
+        std::memcpy(blk + 2 + 4 * m, &word, 4);
+      }
+    }
+  }
+  const size_t done = static_cast<size_t>(groups * packed_group_bytes(t));
+  std::memcpy(out + done, in + done, dtype_row_bytes(t, n_values) - done);
+}
+
 void dequantize_packed_row(DType t, const void* src, float* dst, int64_t n_values) {
   const int64_t groups = packed_groups(n_values);
   const auto* in = static_cast<const uint8_t*>(src);

@@ -193,6 +193,8 @@ __attribute__((always_inline)) inline PackedGroupIn<Byte> packed_group(DType t, 
 
 // One row of n_values from GGUF blocks to the packed layout (dst has the same size).
 void pack_row(DType t, const void* src, void* dst, int64_t n_values);
+// And back to GGUF blocks (dst: a row of n_values in the GGUF layout; not src).
+void unpack_row(DType t, const void* src, void* dst, int64_t n_values);
 // And back to floats (tests, embeddings).
 void dequantize_packed_row(DType t, const void* src, float* dst, int64_t n_values);
 
