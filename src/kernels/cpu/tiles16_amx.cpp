@@ -1,13 +1,16 @@
 // tiles16 kernels (tiles16.h) on AMX int8 tiles, with the tokens as the rows of the first
 // operand (M = up to 16 tokens, K = one block's 32 values) and a block's four lines, split
-// into nibbles, as the second (16 weight rows x 4 values a row): each block of a tile is one
-// tile multiply, with no transposes. Its products are scaled with the float steps of the
-// VNNI kernels, so both give the same bits. A tile multiply of up to 8 token rows issues
-// every 3.3 ns here, of 16 rows every 5.7 ns. Probe on a Xeon guest (one core, 256 rows of
-// 2048 in L2): 8 / 16 tokens in 19.9 / 30.4 us against 25.8 / 51.7 us for the VNNI kernels
-// on this layout and 34.2 / 56.7 us for the packed layout's best; from memory (64K rows,
-// two threads) 16 tokens in 5.0 ms against 8.0-8.4 ms (docs/journal/performance.md,
-// forty-ninth session). Fewer than kAmxTokens tokens go to the VNNI kernels.
+// into nibbles less 8, as the second (16 weight rows x 4 values a row): each block of a
+// tile is one signed tile multiply, with no transposes. Its products are scaled with the
+// float steps of the VNNI kernels, so both give the same bits. A tile multiply of up to 8
+// token rows issues every 3.3 ns on a Xeon guest, of 16 rows every 5.7 ns. One core, 256
+// rows of 2048 in L2 (`BM_MatmulTiles16L2`): 8 / 16 tokens in 15-16 / 23-24 us, against
+// 25.8 / 51.7 us for the VNNI kernels on this layout and 34 / 57 us for the packed layout's
+// best (docs/journal/performance.md, forty-ninth session); unsigned nibbles with `tdpbsud`
+// and the offset taken off each product row (as the VNNI kernels start from it) took 22 /
+// 32 us. Each token chunk splits the tile's nibbles again: keeping the first chunk's for the
+// later ones (a 32 KiB buffer instead of a ring of four blocks) gained nothing at 64 tokens
+// and cost 8 tokens ~15%. Fewer than kAmxTokens tokens go to the VNNI kernels.
 #include "kernels/cpu/tiles16.h"
 
 #include <algorithm>
@@ -30,8 +33,8 @@
 #define SY16_TILE_STORE(t, base, stride) \
   __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(base), "r"(static_cast<long>(stride)) : "memory")
 #define SY16_TILE_ZERO(t) __asm__ volatile("tilezero %%tmm" #t ::)
-// C += A (signed int8 activations) x B (unsigned nibbles).
-#define SY16_TILE_DPBSUD(c, a, b) __asm__ volatile("tdpbsud %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
+// C += A (signed int8 activations) x B (the weights, nibble - 8, signed).
+#define SY16_TILE_DPBSSD(c, a, b) __asm__ volatile("tdpbssd %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
 
 namespace sy::cpu {
 namespace {
@@ -54,17 +57,17 @@ struct alignas(64) TileConfig {
 };
 
 struct Scratch {
-  alignas(64) uint8_t b[4][512];        // the weights of the last four blocks, split into nibbles
+  alignas(64) uint8_t b[4][512];        // the weights of the last four blocks, nibbles less 8
   alignas(64) int32_t c[4][16 * 16];    // products stored and not yet scaled
 };
 
-// Tokens [t0, t0 + m) against one tile. Block k is split at step k, multiplied at k + 1,
+// Tokens [t0, t0 + M) against one tile. Block k is split at step k, multiplied at k + 1,
 // stored at k + 2 and scaled at k + 3: a stored tile's bytes reach the vector loads only
 // once the store has completed (packed_amx.cpp measured the same for its products).
 template <int M>
 SY_AMX16 void tile_tokens(const uint8_t* tile, int64_t blocks, const Tiles16Activations& x, int64_t t0, float* y,
                           int64_t ldy, bool prefetch, Scratch& s) {
-  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m512i low4 = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
   __m512 acc[M];
 #pragma GCC unroll 16
   for (int t = 0; t < M; ++t) acc[t] = _mm512_setzero_ps();
@@ -75,7 +78,6 @@ SY_AMX16 void tile_tokens(const uint8_t* tile, int64_t blocks, const Tiles16Acti
   const uint8_t* ahead = tile + kAheadBytes;  // the next line to prefetch
   const int8_t* const xq = x.q(t0);
   const float* const xd = x.d(t0);
-  const int32_t* const xo = x.offset(t0);
   for (int64_t k = 0; k < blocks + 3; ++k) {
     if (k < blocks) {
       const uint8_t* blk = tile + k * kTiles16BlockBytes;
@@ -84,8 +86,8 @@ SY_AMX16 void tile_tokens(const uint8_t* tile, int64_t blocks, const Tiles16Acti
 #pragma GCC unroll 4
       for (int l = 0; l < 4; ++l) {
         const __m512i v = _mm512_loadu_si512(blk + 32 + 64 * l);
-        _mm512_store_si512(bb + 64 * l, _mm512_and_si512(v, low4));
-        _mm512_store_si512(bb + 64 * (l + 4), _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
+        _mm512_store_si512(bb + 64 * l, _mm512_sub_epi8(_mm512_and_si512(v, low4), eight));
+        _mm512_store_si512(bb + 64 * (l + 4), _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), low4), eight));
       }
       dw[k & 3] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
     }
@@ -93,10 +95,10 @@ SY_AMX16 void tile_tokens(const uint8_t* tile, int64_t blocks, const Tiles16Acti
       const int8_t* a = xq + p * kQBlock;
       const uint8_t* b = s.b[p & 3];
       switch (p & 3) {
-        case 0: SY16_TILE_LOAD(4, a, stride); SY16_TILE_LOAD(5, b, 64); SY16_TILE_ZERO(0); SY16_TILE_DPBSUD(0, 4, 5); break;
-        case 1: SY16_TILE_LOAD(6, a, stride); SY16_TILE_LOAD(7, b, 64); SY16_TILE_ZERO(1); SY16_TILE_DPBSUD(1, 6, 7); break;
-        case 2: SY16_TILE_LOAD(4, a, stride); SY16_TILE_LOAD(5, b, 64); SY16_TILE_ZERO(2); SY16_TILE_DPBSUD(2, 4, 5); break;
-        default: SY16_TILE_LOAD(6, a, stride); SY16_TILE_LOAD(7, b, 64); SY16_TILE_ZERO(3); SY16_TILE_DPBSUD(3, 6, 7); break;
+        case 0: SY16_TILE_LOAD(4, a, stride); SY16_TILE_LOAD(5, b, 64); SY16_TILE_ZERO(0); SY16_TILE_DPBSSD(0, 4, 5); break;
+        case 1: SY16_TILE_LOAD(6, a, stride); SY16_TILE_LOAD(7, b, 64); SY16_TILE_ZERO(1); SY16_TILE_DPBSSD(1, 6, 7); break;
+        case 2: SY16_TILE_LOAD(4, a, stride); SY16_TILE_LOAD(5, b, 64); SY16_TILE_ZERO(2); SY16_TILE_DPBSSD(2, 4, 5); break;
+        default: SY16_TILE_LOAD(6, a, stride); SY16_TILE_LOAD(7, b, 64); SY16_TILE_ZERO(3); SY16_TILE_DPBSSD(3, 6, 7); break;
       }
     }
     if (const int64_t q = k - 2; q >= 0 && q < blocks) {
@@ -112,7 +114,7 @@ SY_AMX16 void tile_tokens(const uint8_t* tile, int64_t blocks, const Tiles16Acti
       const __m512 d = dw[q & 3];
 #pragma GCC unroll 16
       for (int t = 0; t < M; ++t) {
-        const __m512i v = _mm512_sub_epi32(_mm512_load_si512(c + 16 * t), _mm512_set1_epi32(xo[t * blocks + q]));
+        const __m512i v = _mm512_load_si512(c + 16 * t);
         acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), _mm512_mul_ps(d, _mm512_set1_ps(xd[t * blocks + q])), acc[t]);
       }
     }
