@@ -12,18 +12,16 @@
 namespace sy::cpu {
 namespace {
 
-// Where value j of row n's block sits in a tile block: its line's byte, and the nibble.
+// Where value j of row n's block sits among the block's lines: the byte, and the nibble.
 struct NibbleAt {
   int64_t byte;
   int shift;
 };
-NibbleAt nibble_at(int64_t n, int j) {
-  return {32 + 64 * ((j % 16) / 4) + 4 * n + j % 4, j < 16 ? 0 : 4};
-}
+NibbleAt nibble_at(int64_t n, int j) { return {64 * ((j % 16) / 4) + 4 * n + j % 4, j < 16 ? 0 : 4}; }
 
-float tile_scale(const uint8_t* block, int64_t n) {
+float tile_scale(const uint8_t* scales, int64_t n) {
   uint16_t h;
-  std::memcpy(&h, block + 2 * n, 2);
+  std::memcpy(&h, scales + 2 * n, 2);
   return f16_to_f32(h);
 }
 
@@ -37,14 +35,15 @@ void scalar_q4_0(const uint8_t* w, int64_t cols, int64_t tile0, int64_t tile1, c
       for (int64_t n = 0; n < kTileRows16; ++n) {
         float acc = 0.0f;
         for (int64_t b = 0; b < blocks; ++b) {
-          const uint8_t* blk = tile + b * kTiles16BlockBytes;
+          const Tiles16Block at_b = tiles16_block(b, blocks);
+          const uint8_t* lines = tile + at_b.lines;
           const int8_t* xq = x.q(t) + b * kQBlock;
           int32_t s = 0;
           for (int j = 0; j < kQBlock; ++j) {
             const NibbleAt at = nibble_at(n, j);
-            s += ((blk[at.byte] >> at.shift) & 0x0f) * xq[j];
+            s += ((lines[at.byte] >> at.shift) & 0x0f) * xq[j];
           }
-          const float dd = tile_scale(blk, n) * x.d(t)[b];
+          const float dd = tile_scale(tile + at_b.scales, n) * x.d(t)[b];
           acc = std::fma(static_cast<float>(s - x.offset(t)[b]), dd, acc);
         }
         y[t * ldy + g * kTileRows16 + n] = acc;
@@ -92,13 +91,13 @@ void Tiles16Activations::quantize(const float* x, int64_t n, int64_t ld, int64_t
 void pack_tile16(const BlockQ4_0* const* src_rows, int64_t cols, uint8_t* dst) {
   const int64_t blocks = cols / kQBlock;
   for (int64_t b = 0; b < blocks; ++b) {
-    uint8_t* blk = dst + b * kTiles16BlockBytes;
+    const Tiles16Block at = tiles16_block(b, blocks);
     for (int64_t n = 0; n < kTileRows16; ++n) {
       const BlockQ4_0& src = src_rows[n][b];
-      std::memcpy(blk + 2 * n, &src.d, 2);
+      std::memcpy(dst + at.scales + 2 * n, &src.d, 2);
       // GGUF: byte i holds value i (low nibble) and value 16 + i (high): line (i / 4),
       // byte 4n + i % 4 takes the whole byte.
-      for (int i = 0; i < kQBlock / 2; ++i) blk[32 + 64 * (i / 4) + 4 * n + i % 4] = src.q[i];
+      for (int i = 0; i < kQBlock / 2; ++i) dst[at.lines + 64 * (i / 4) + 4 * n + i % 4] = src.q[i];
     }
   }
 }
@@ -107,9 +106,9 @@ void tiles16_row_blocks(const uint8_t* w, int64_t cols, int64_t r, BlockQ4_0* ou
   const int64_t blocks = cols / kQBlock, n = r % kTileRows16;
   const uint8_t* tile = w + (r / kTileRows16) * blocks * kTiles16BlockBytes;
   for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* blk = tile + b * kTiles16BlockBytes;
-    std::memcpy(&out[b].d, blk + 2 * n, 2);
-    for (int i = 0; i < kQBlock / 2; ++i) out[b].q[i] = blk[32 + 64 * (i / 4) + 4 * n + i % 4];
+    const Tiles16Block at = tiles16_block(b, blocks);
+    std::memcpy(&out[b].d, tile + at.scales + 2 * n, 2);
+    for (int i = 0; i < kQBlock / 2; ++i) out[b].q[i] = tile[at.lines + 64 * (i / 4) + 4 * n + i % 4];
   }
 }
 

@@ -80,16 +80,16 @@ SY_AMX16 void tile_tokens(const uint8_t* tile, int64_t blocks, const Tiles16Acti
   const float* const xd = x.d(t0);
   for (int64_t k = 0; k < blocks + 3; ++k) {
     if (k < blocks) {
-      const uint8_t* blk = tile + k * kTiles16BlockBytes;
-      if (prefetch) tiles16_prefetch_to(blk + kTiles16BlockBytes + kAheadBytes, ahead);
+      const Tiles16Block at = tiles16_block(k, blocks);
+      if (prefetch) tiles16_prefetch_to(tile + (k + 1) * kTiles16BlockBytes + kAheadBytes, ahead);
       uint8_t* bb = s.b[k & 3];
 #pragma GCC unroll 4
       for (int l = 0; l < 4; ++l) {
-        const __m512i v = _mm512_loadu_si512(blk + 32 + 64 * l);
+        const __m512i v = _mm512_loadu_si512(tile + at.lines + 64 * l);
         _mm512_store_si512(bb + 64 * l, _mm512_sub_epi8(_mm512_and_si512(v, low4), eight));
         _mm512_store_si512(bb + 64 * (l + 4), _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), low4), eight));
       }
-      dw[k & 3] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+      dw[k & 3] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + at.scales)));
     }
     if (const int64_t p = k - 1; p >= 0 && p < blocks) {
       const int8_t* a = xq + p * kQBlock;
