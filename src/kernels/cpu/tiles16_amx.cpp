@@ -42,7 +42,6 @@ namespace {
 // From this many tokens in a chunk of 16 the tiles run; fewer go to the VNNI kernels (probe,
 // from memory on two threads: 4 tokens 2.9 against 2.5 ms, 8 tokens 3.5 against 3.9 ms).
 constexpr int64_t kAmxTokens = 6;
-constexpr int64_t kAheadBytes = 2048;  // lines prefetched into L1 on the first chunk
 
 // tmm0-3: products (M tokens x 16 int32); tmm4, tmm6: activations (M x 32 int8); tmm5,
 // tmm7: weights (8 rows of 16 rows x 4 nibbles).
@@ -75,13 +74,13 @@ SY_AMX16 void tile_tokens(const uint8_t* tile, int64_t blocks, const Tiles16Acti
   // Locals, not x's members: every tile instruction clobbers memory, so members would be
   // reloaded after each.
   const int64_t stride = x.cols();
-  const uint8_t* ahead = tile + kAheadBytes;  // the next line to prefetch
+  Tiles16Prefetch pf(tile);
   const int8_t* const xq = x.q(t0);
   const float* const xd = x.d(t0);
   for (int64_t k = 0; k < blocks + 3; ++k) {
     if (k < blocks) {
       const Tiles16Block at = tiles16_block(k, blocks);
-      if (prefetch) tiles16_prefetch_to(tile + (k + 1) * kTiles16BlockBytes + kAheadBytes, ahead);
+      if (prefetch) pf.after(tile + (k + 1) * kTiles16BlockBytes);
       uint8_t* bb = s.b[k & 3];
 #pragma GCC unroll 4
       for (int l = 0; l < 4; ++l) {
@@ -123,7 +122,8 @@ SY_AMX16 void tile_tokens(const uint8_t* tile, int64_t blocks, const Tiles16Acti
   for (int t = 0; t < M; ++t) _mm512_storeu_ps(y + (t0 + t) * ldy, acc[t]);
 }
 
-using TileTokens = void (*)(const uint8_t*, int64_t, const Tiles16Activations&, int64_t, float*, int64_t, bool, Scratch&);
+using TileTokens = void (*)(const uint8_t*, int64_t, const Tiles16Activations&, int64_t, float*, int64_t, bool,
+                            Scratch&);
 constexpr TileTokens kTileTokens[17] = {
     nullptr,         nullptr,         nullptr,         nullptr,         nullptr,         nullptr,
     tile_tokens<6>,  tile_tokens<7>,  tile_tokens<8>,  tile_tokens<9>,  tile_tokens<10>, tile_tokens<11>,

@@ -22,16 +22,6 @@
 namespace sy::cpu {
 namespace {
 
-// The first token pass over a tile reads it from memory, in order: it prefetches the lines
-// 2 KiB ahead into L1, one prefetch a line. Batch-1 decode, olmoe Q4_0 (job profile,
-// alternating runs; docs/journal/performance.md, forty-ninth session): in slow-memory
-// minutes the attention and output matmuls took 4.8-5.0 / 4.6-5.0 ms a step against 4.8-4.9
-// / 4.7-5.2 for the packed layout, in fast ones 3.5-4.0 / 3.4-3.8 against 3.1-3.4 / 3.0-3.3
-// (the packed rows stream faster there, not understood yet). Prefetching 16 KiB ahead into
-// L2 as well, as the packed layout's dense matmuls do, 1 or 4 KiB ahead instead of 2, none
-// at all, and two tiles read side by side were all slower.
-constexpr int64_t kAheadBytes = 2048;
-
 // Tokens [t0, t0 + M) against one tile (at `tile`, `blocks` blocks); results for row n of
 // the tile at y[t * ldy + n].
 template <int M>
@@ -41,11 +31,11 @@ SY_VNNI void tile_tokens(const uint8_t* tile, int64_t blocks, const Tiles16Activ
   __m512 acc[M];
 #pragma GCC unroll 8
   for (int t = 0; t < M; ++t) acc[t] = _mm512_setzero_ps();
-  const uint8_t* ahead = tile + kAheadBytes;  // the next line to prefetch
+  Tiles16Prefetch pf(tile);
   for (int64_t b = 0; b < blocks; ++b) {
     const Tiles16Block at = tiles16_block(b, blocks);
     // The tile's bytes are read in order: (b + 1) blocks' worth once this one is done.
-    if (prefetch) tiles16_prefetch_to(tile + (b + 1) * kTiles16BlockBytes + kAheadBytes, ahead);
+    if (prefetch) pf.after(tile + (b + 1) * kTiles16BlockBytes);
     __m512i wv[8];
 #pragma GCC unroll 4
     for (int l = 0; l < 4; ++l) {
