@@ -13,17 +13,12 @@
 #include "kernels/cpu/packed.h"
 #include "kernels/cpu/stream_read.h"
 #include "kernels/cpu/weight_prep.h"
+#include "support/random_values.h"
 
 namespace sy::cpu {
 namespace {
 
-std::vector<float> random_vec(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using test::random_normal;
 
 std::vector<uint8_t> encode(DType t, const std::vector<float>& v, int64_t rows, int64_t cols) {
   std::vector<uint8_t> out(dtype_row_bytes(t, cols) * rows);
@@ -32,7 +27,7 @@ std::vector<uint8_t> encode(DType t, const std::vector<float>& v, int64_t rows, 
 }
 
 TEST(Kernels, QuantizeRoundTrip) {
-  const auto v = random_vec(96, 1);
+  const auto v = random_normal(96, 1);
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
     const auto q = encode(t, v, 1, 96);
     std::vector<float> back(96);
@@ -55,7 +50,7 @@ TEST(Kernels, DispatchedDotMatchesScalar) {
     const DotKernels& fast = *k;
     SCOPED_TRACE(fast.isa);
     for (int64_t n : {32, 64, 96, 160, 256, 4096 + 32}) {
-      const auto w = random_vec(n, 2), x = random_vec(n, 3);
+      const auto w = random_normal(n, 2), x = random_normal(n, 3);
       std::vector<BlockQ8_0> xq(n / 32);
       quantize_row_q8_0(x.data(), xq.data(), n);
       const auto w8 = encode(DType::Q8_0, w, 1, n), w4 = encode(DType::Q4_0, w, 1, n);
@@ -71,7 +66,7 @@ TEST(Kernels, DispatchedDotMatchesScalar) {
 // Random values with special ones in every third place, for the activation roundings, and
 // every table that rounds them.
 std::vector<float> rounding_inputs(uint32_t seed, std::initializer_list<uint32_t> special) {
-  std::vector<float> x = random_vec(77, seed);
+  std::vector<float> x = random_normal(77, seed);
   size_t i = 0;
   for (const uint32_t bits : special) x[3 * i++] = f32_from_bits(bits);
   return x;
@@ -127,7 +122,7 @@ TEST(Kernels, FloatTilesMatchSumsWhateverTheTileShape) {
   for (const DotKernels* k : every_dot_table()) {
     for (int64_t n : {1, 7, 16, 33, 101, 160, 300, 2048 + 37}) {
       const int64_t w_ld = n + 3, x_ld = n + 5, ld = 6;
-      const auto w = random_vec(kFloatTile * w_ld, 4), x = random_vec(kFloatTile * x_ld, 5);
+      const auto w = random_normal(kFloatTile * w_ld, 4), x = random_normal(kFloatTile * x_ld, 5);
       std::vector<uint16_t> wh(w.size()), wb(w.size()), xb(x.size());
       for (size_t i = 0; i < w.size(); ++i) wh[i] = f32_to_f16(w[i]), wb[i] = f32_to_bf16(w[i]);
       for (size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(x[i]);
@@ -180,7 +175,7 @@ TEST(Kernels, AttentionTileKernelsMatchSums) {
   const int64_t ld = 5;
   for (int64_t d : {8, 64, 100, 128}) {
     const int64_t q_ld = d + 3, o_ld = d + 1;
-    const auto q = random_vec(3 * q_ld, 71), kv = random_vec(4 * d, 72), w = random_vec(3 * ld, 73);
+    const auto q = random_normal(3 * q_ld, 71), kv = random_normal(4 * d, 72), w = random_normal(3 * ld, 73);
     std::vector<uint16_t> kh(kv.size());
     for (size_t i = 0; i < kv.size(); ++i) kh[i] = f32_to_f16(kv[i]);
     const float* kf[4];
@@ -231,7 +226,7 @@ TEST(Kernels, Q8HeadKernelsMatchDequantizedSums) {
     for (int group : {1, 4}) {
       const int nh = 8, nkv = nh / group;
       const int64_t stride = 11;
-      const auto vals = random_vec(nkv * d, 16), q = random_vec(nh * d, 17), w = random_vec(nh * stride, 18);
+      const auto vals = random_normal(nkv * d, 16), q = random_normal(nh * d, 17), w = random_normal(nh * stride, 18);
       std::vector<BlockQ8_0> row(nkv * d / kQBlock);
       quantize_row_q8_0(vals.data(), row.data(), nkv * d);
       std::vector<float> deq(nkv * d);
@@ -271,7 +266,7 @@ TEST(Kernels, VectorExpKernelsMatchLibm) {
     const float sum = fast.exp_minus_max(got.data(), n, &max);
     EXPECT_EQ(max, *std::max_element(x.begin(), x.end()));
     for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(got[i] / sum, want[i], 1e-6 + 4e-7 * want[i]) << fast.isa << " " << n;
-    std::vector<float> up = random_vec(n, 9), g1 = x, g2 = x;
+    std::vector<float> up = random_normal(n, 9), g1 = x, g2 = x;
     for (float& v : g1) v *= 0.3f;
     g2 = g1;
     swiglu(g1.data(), up.data(), n);
@@ -285,13 +280,13 @@ TEST(Kernels, VectorExpKernelsMatchLibm) {
 TEST(Kernels, SumOfSquaresMatchesDouble) {
   for (const DotKernels* k : {&dot_kernels_scalar(), &dot_kernels()}) {
     for (int64_t n : {1, 5, 8, 13, 2048, 2051}) {
-      const auto x = random_vec(n, 31);
+      const auto x = random_normal(n, 31);
       double want = 0.0;
       for (float v : x) want += static_cast<double>(v * v);
       EXPECT_NEAR(k->sum_squares(x.data(), n), want, 1e-12 * want) << k->isa << " n=" << n;
     }
   }
-  std::vector<float> x = random_vec(2048, 32), w = random_vec(2048, 33), y(2048);
+  std::vector<float> x = random_normal(2048, 32), w = random_normal(2048, 33), y(2048);
   rms_norm(x.data(), w.data(), 2048, 1e-5f, y.data());
   double ss = 0.0;
   for (float v : x) ss += static_cast<double>(v) * v;
@@ -322,8 +317,8 @@ void check_attention(const std::vector<int64_t>& ctx, const std::vector<int64_t>
     std::vector<int32_t> pos;
     int64_t t0 = 0;
     for (int i = 0; i < n_seq; ++i) {
-      kstore.push_back(random_vec(ctx[i] * kd + block * kd, 10 + i));
-      vstore.push_back(random_vec(ctx[i] * vd + block * vd, 20 + i));
+      kstore.push_back(random_normal(ctx[i] * kd + block * kd, 10 + i));
+      vstore.push_back(random_normal(ctx[i] * vd + block * vd, 20 + i));
       for (auto* st : {&kstore[i], &vstore[i]}) {
         const bool is_k = st == &kstore[i];
         auto& h = is_k ? kh[i] : vh[i];
@@ -354,7 +349,7 @@ void check_attention(const std::vector<int64_t>& ctx, const std::vector<int64_t>
       for (int64_t r = 0; r < n_rows[i]; ++r) pos.push_back(static_cast<int32_t>(ctx[i] - n_rows[i] + r));
       t0 += n_rows[i];
     }
-    const auto q = random_vec(t0 * qd, 30);
+    const auto q = random_normal(t0 * qd, 30);
     std::vector<float> out(t0 * od, -7.0f);
     ThreadPool pool(2);
     AttentionScratch scratch;
@@ -436,8 +431,8 @@ TEST(Kernels, AttentionOfADecodeRowDoesNotDependOnTheBatch) {
     std::vector<KvView> views;
     for (size_t i = 0; i < ctx.size(); ++i) {
       const int64_t rows = (ctx[i] + block - 1) / block * block;
-      kf.push_back(random_vec(rows * kd, 40 + i));
-      vf.push_back(random_vec(rows * kd, 50 + i));
+      kf.push_back(random_normal(rows * kd, 40 + i));
+      vf.push_back(random_normal(rows * kd, 50 + i));
       kh.emplace_back(), vh.emplace_back(), kq.emplace_back(rows * kd / kQBlock),
           vq.emplace_back(rows * kd / kQBlock);
       for (float x : kf[i]) kh[i].push_back(f32_to_f16(x));
@@ -457,7 +452,7 @@ TEST(Kernels, AttentionOfADecodeRowDoesNotDependOnTheBatch) {
       }
       views.push_back(KvView{kb[i].data(), vb[i].data(), block, kd, kd, elem});
     }
-    const auto q = random_vec(16 * qd, 60);
+    const auto q = random_normal(16 * qd, 60);
     // Decode rows of every sequence, alone on 1 to 3 threads, then together with each other
     // and with a prompt of 5 rows (sequence 4's last positions) on 1 to 3 threads.
     auto run = [&](const std::vector<size_t>& seqs, int threads, bool with_prompt) {
@@ -498,7 +493,7 @@ TEST(Kernels, MatmulMatchesNaiveProduct) {
   ThreadPool pool(2);
   MatmulScratch scratch;
   const int64_t rows = 37, cols = 96, n = 5;
-  const auto w = random_vec(rows * cols, 6), x = random_vec(n * cols, 7);
+  const auto w = random_normal(rows * cols, 6), x = random_normal(n * cols, 7);
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
     const auto wq = encode(t, w, rows, cols);
     WeightMatrix m{t, rows, cols, wq.data(), "w"};
@@ -555,7 +550,7 @@ TEST(Kernels, StreamTiledMatmulMatchesRowByRow) {
   ThreadPool pool(2);
   MatmulScratch scratch;
   const int64_t rows = 3000, cols = 256;
-  const auto w = random_vec(rows * cols, 8), x = random_vec(4 * cols, 9);
+  const auto w = random_normal(rows * cols, 8), x = random_normal(4 * cols, 9);
   for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0}) {
     const auto wq = encode(t, w, rows, cols);
     const WeightMatrix m{t, rows, cols, wq.data(), "w"};
@@ -577,7 +572,7 @@ TEST(Kernels, FloatMatmulGivesEveryTokenItsOwnBits) {
   ThreadPool pool(2);
   MatmulScratch scratch, alone;
   const int64_t rows = 9, cols = 8192 + 16, n = 21;  // 32 KiB per f32 token row: chunks of 8
-  const auto w = random_vec(rows * cols, 8), x = random_vec(n * cols, 9);
+  const auto w = random_normal(rows * cols, 8), x = random_normal(n * cols, 9);
   for (DType t : {DType::F32, DType::F16, DType::BF16}) {
     const auto wq = encode(t, w, rows, cols);
     WeightMatrix m{t, rows, cols, wq.data(), "w"};
@@ -681,7 +676,7 @@ std::vector<std::vector<uint8_t>> packed_matrices(DType t, int64_t rows, int64_t
   const size_t rb = dtype_row_bytes(t, cols);
   std::vector<std::vector<uint8_t>> packed;
   for (uint32_t seed : seeds) {
-    const auto gguf = encode(t, random_vec(rows * cols, seed), rows, cols);
+    const auto gguf = encode(t, random_normal(rows * cols, seed), rows, cols);
     packed.emplace_back(gguf.size());
     for (int64_t r = 0; r < rows; ++r) pack_row(t, gguf.data() + r * rb, packed.back().data() + r * rb, cols);
   }
@@ -695,7 +690,7 @@ TEST(KernelsPacked, MatchGgufLayoutDots) {
   for (DType t : {DType::Q4_0, DType::Q8_0}) {
     for (int64_t cols : {256, 512 + 64, 1408}) {
       const int64_t rows = 21;
-      const auto w = random_vec(rows * cols, 11);
+      const auto w = random_normal(rows * cols, 11);
       const auto gguf = encode(t, w, rows, cols);
       std::vector<uint8_t> packed(gguf.size());
       const size_t rb = dtype_row_bytes(t, cols);
@@ -706,7 +701,7 @@ TEST(KernelsPacked, MatchGgufLayoutDots) {
       dequantize_packed_row(t, packed.data() + 3 * rb, b.data(), cols);
       ASSERT_EQ(a, b);
       for (int64_t n : {1, 2, 3, 4, 5, 8, 9, 12, 16, 19}) {
-        const auto x = random_vec(n * cols, 12 + n);
+        const auto x = random_normal(n * cols, 12 + n);
         PackedActivations acts;
         acts.quantize(x.data(), n, cols, cols);
         std::vector<BlockQ8_0> xq(cols / kQBlock);
@@ -736,11 +731,11 @@ TEST(KernelsPacked, ManyTokensMatchScalar) {
   for (DType t : {DType::Q4_0, DType::Q8_0}) {
     const int64_t rows = 7, cols = 4096 + 256 + 32;  // chunks of 60 tokens, an odd group and a tail
     const size_t rb = dtype_row_bytes(t, cols);
-    const auto gguf = encode(t, random_vec(rows * cols, 61), rows, cols);
+    const auto gguf = encode(t, random_normal(rows * cols, 61), rows, cols);
     std::vector<uint8_t> packed(gguf.size());
     for (int64_t r = 0; r < rows; ++r) pack_row(t, gguf.data() + r * rb, packed.data() + r * rb, cols);
     const int64_t n = 131;
-    const auto x = random_vec(n * cols, 62);
+    const auto x = random_normal(n * cols, 62);
     PackedActivations acts;
     acts.quantize(x.data(), n, cols, cols);
     std::vector<float> want(n * rows);
@@ -780,7 +775,7 @@ TEST(KernelsPacked, TileKernelsGiveTheVectorKernelsBits) {
       const auto packed = packed_matrices(t, rows, cols, {seed, seed + 1});
       const int64_t from = amx->tile_tokens;
       for (int64_t n : {from - 1, from, from + 1, 2 * from - 1, int64_t{40}}) {
-        const auto x = random_vec(n * cols, 80 + n);
+        const auto x = random_normal(n * cols, 80 + n);
         PackedActivations acts;
         acts.quantize(x.data(), n, cols, cols);
         ASSERT_EQ(acts.has_tiles(), n >= from) << "n=" << n;
@@ -815,7 +810,7 @@ TEST(KernelsPacked, TwoMatricesMatchOneAtATime) {
     const size_t rb = dtype_row_bytes(t, cols);
     const auto packed = packed_matrices(t, rows, cols, {41, 42});
     for (int64_t n = 1; n <= 10; ++n) {
-      const auto x = random_vec(n * cols, 50 + n);
+      const auto x = random_normal(n * cols, 50 + n);
       PackedActivations acts;
       acts.quantize(x.data(), n, cols, cols);
       for (const PackedKernels* k : packed_kernels_all()) {
@@ -850,7 +845,7 @@ TEST(KernelsPacked, InterleavedStreamsGiveEachStreamItsOwnBits) {
     const auto packed = packed_matrices(t, rows, cols, {61, 62, 63});
     for (int64_t na = 1; na <= kStreamingTokens; ++na) {
       for (int64_t nb = 1; nb <= kStreamingTokens; ++nb) {
-        const auto xa = random_vec(na * cols, 70 + na), xb = random_vec(nb * cols, 80 + nb);
+        const auto xa = random_normal(na * cols, 70 + na), xb = random_normal(nb * cols, 80 + nb);
         PackedActivations acts_a, acts_b;
         acts_a.quantize(xa.data(), na, cols, cols);
         acts_b.quantize(xb.data(), nb, cols, cols);
@@ -884,7 +879,7 @@ TEST(KernelsPacked, RowPrefetchChangesNoBits) {
     const size_t rb = dtype_row_bytes(t, cols);
     const auto packed = packed_matrices(t, rows, cols, {91, 92});
     for (int64_t n = 1; n <= 9; ++n) {
-      const auto x = random_vec(n * cols, 95 + n);
+      const auto x = random_normal(n * cols, 95 + n);
       PackedActivations far, near;
       far.quantize(x.data(), n, cols, cols);
       near.quantize(x.data(), n, cols, cols);
@@ -912,7 +907,7 @@ TEST(KernelsPacked, RowPrefetchChangesNoBits) {
 // The dispatched activation quantizer gives exactly the scalar one's quants, scales and
 // sums, including an all-zero block, ties at .5 and values at the block maximum.
 TEST(KernelsPacked, QuantizeGroupMatchesScalar) {
-  auto x = random_vec(kGroupValues, 31);
+  auto x = random_normal(kGroupValues, 31);
   for (int j = 0; j < kQBlock; ++j) x[2 * kQBlock + j] = 0.0f;                 // block 2: zeros
   for (int j = 0; j < kQBlock; ++j) x[5 * kQBlock + j] = 0.5f * (j % 9) - 2.0f;  // block 5: exact halves
   x[5 * kQBlock] = 127.0f / 8;                                                  // scale 1/8: ties after scaling
@@ -941,7 +936,7 @@ TEST(KernelsPacked, PackingMatchesScalar) {
     for (int64_t cols : {512, 2048, 3 * 256 + 64, 5 * 256}) {
       const int64_t rows = 5;
       const size_t rb = dtype_row_bytes(t, cols);
-      const auto gguf = encode(t, random_vec(rows * cols, 41 + cols), rows, cols);
+      const auto gguf = encode(t, random_normal(rows * cols, 41 + cols), rows, cols);
       const int64_t pairs = packed_groups(cols) / 2;
       std::vector<uint8_t> want(gguf), got(gguf), moved(gguf.size(), 0xAB);
       for (int64_t r = 0; r < rows; ++r) packed_kernels_scalar().pack_pairs(t, gguf.data() + r * rb, want.data() + r * rb, pairs);
@@ -970,7 +965,7 @@ TEST(KernelsPacked, MatmulUsesPackedWeights) {
   MatmulScratch scratch;
   WeightArena arena;
   const int64_t rows = 40, cols = 512, n = 6;
-  const auto w = random_vec(rows * cols, 21), x = random_vec(n * cols, 22);
+  const auto w = random_normal(rows * cols, 21), x = random_normal(n * cols, 22);
   for (DType t : {DType::Q4_0, DType::Q8_0}) {
     const auto wq = encode(t, w, rows, cols);
     WeightMatrix plain{t, rows, cols, wq.data(), "w"};

@@ -16,21 +16,16 @@
 #include "kernels/cpu/packed.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/weight_prep.h"
+#include "support/random_values.h"
 
 namespace sy::cpu {
 namespace {
 
-std::vector<float> random_floats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using test::random_normal;
 
 // rows x cols Q4_0 in the GGUF layout.
 std::vector<BlockQ4_0> q4_0_rows(int64_t rows, int64_t cols, uint32_t seed) {
-  const auto w = random_floats(rows * cols, seed);
+  const auto w = random_normal(rows * cols, seed);
   std::vector<BlockQ4_0> out(rows * cols / kQBlock);
   for (int64_t r = 0; r < rows; ++r)
     quantize_row_q4_0(w.data() + r * cols, out.data() + r * cols / kQBlock, cols);
@@ -78,7 +73,7 @@ TEST(Tiles16, RowsComeBackAsTheirGgufBlocks) {
 TEST(Tiles16, PackedRowsUnpackToTheirGgufBlocks) {
   for (DType t : {DType::Q4_0, DType::Q8_0}) {
     for (int64_t cols : {256, 512 + 64, 768 + 32}) {  // group pairs, an odd last group, a tail
-      const auto x = random_floats(cols, 3);
+      const auto x = random_normal(cols, 3);
       std::vector<uint8_t> gguf(dtype_row_bytes(t, cols)), packed(gguf.size()), back(gguf.size());
       quantize_row(t, x.data(), gguf.data(), cols);
       pack_row(t, gguf.data(), packed.data(), cols);
@@ -97,7 +92,7 @@ TEST(Tiles16, KernelsMatchGgufDotsAndTheReferenceBits) {
     const auto gguf = q4_0_rows(rows, cols, 7);
     const auto tiles = tiles_of(gguf, rows, cols);
     for (int64_t n : {1, 2, 3, 5, 6, 7, 8, 9, 15, 16, 17, 22, 33}) {
-      const auto x = random_floats(n * cols, 100 + n);
+      const auto x = random_normal(n * cols, 100 + n);
       Tiles16Activations acts;
       acts.quantize(x.data(), n, cols, cols);
       std::vector<float> ref(n * rows);
@@ -129,7 +124,7 @@ TEST(Tiles16, EveryTokenGetsItsOwnBitsInAnyBatch) {
   if (!k) GTEST_SKIP() << "no tile kernels on this CPU";
   const int64_t rows = 32, cols = 512;
   const auto tiles = tiles_of(q4_0_rows(rows, cols, 9), rows, cols);
-  const auto x = random_floats(40 * cols, 10);
+  const auto x = random_normal(40 * cols, 10);
   Tiles16Activations acts;
   std::vector<std::vector<float>> alone(40, std::vector<float>(rows));
   for (int64_t t = 0; t < 40; ++t) {
@@ -162,7 +157,7 @@ TEST(Tiles16, PreparedMatricesComputeAsTheirGgufRows) {
     const WeightMatrix tiled = prepare_weight(src, arena, pool, /*allow_tiles16=*/true);
     EXPECT_EQ(tiled.tiles16, tiles16_kernels() != nullptr);
     for (int64_t n : {1, 7, 20}) {
-      const auto x = random_floats(n * cols, 12 + n);
+      const auto x = random_normal(n * cols, 12 + n);
       std::vector<float> y0(n * rows), y1(n * rows);
       matmul(plain, {x.data(), n, cols}, {y0.data(), rows}, pool, scratch);
       matmul(tiled, {x.data(), n, cols}, {y1.data(), rows}, pool, scratch);

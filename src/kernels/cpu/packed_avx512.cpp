@@ -4,21 +4,12 @@
 
 #include <cstring>
 
+#include "kernels/cpu/avx512_vnni_target.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/hsum_avx.h"
 
 #if defined(__x86_64__)
-// GCC 12's AVX-512 headers seed intrinsics with deliberately undefined vectors, which
-// -Wmaybe-uninitialized reports at every use once inlined here.
-// (Clang has no such warning and would warn about the unknown name.)
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-
-#define SY_VNNI __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512vnni,fma,f16c")))
 
 namespace sy::cpu {
 namespace {

@@ -7,15 +7,15 @@
 //   32 bytes   the 16 rows' f16 scales, row n at 2n
 //   4 x 64     "lines": byte 4n + j of line k holds value 4k + j of row n in its low
 //              nibble and value 16 + 4k + j in its high nibble (unsigned, value = nibble - 8)
-// Blocks 2p and 2p + 1 are stored as a pair: both blocks' scales, then 2p's lines, then
-// 2p + 1's (tiles16_block), so that every line starts on a cache line; an odd last block
-// has its scales, then its lines.
 // So the low nibbles of line k are the k-th 4-value slice of every row's block side by side
 // (row n in 32-bit lane n): for VNNI, one vpdpbusd of that vector against a token's 4
 // values broadcast adds to all 16 rows' dot products at once; for AMX they are row k of the
 // tile multiply's second operand (K = 32, N = 16 rows) as they stand, with the tokens as the
 // rows of the first operand. Either way no row's bytes are transposed or looked up again
 // when a tile is computed (the packed layout's AMX kernel spends ~40% of its time on that).
+// Blocks 2p and 2p + 1 are stored as a pair: both blocks' scales, then 2p's lines, then
+// 2p + 1's (tiles16_block), so that every line starts on a cache line; an odd last block
+// has its scales, then its lines.
 //
 // Every token's result for row n is, over blocks b in order,
 //   acc = fma(float(sum_j u_j x_j - 8 sum_j x_j), d_w[n][b] * d_x[b], acc)

@@ -17,24 +17,9 @@
 
 #include "kernels/cpu/packed.h"
 
+#include "kernels/cpu/amx_target.h"
+
 #if defined(__x86_64__) && defined(__linux__)
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-
-#define SY_AMX16 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512vnni,fma,f16c,amx-tile,amx-int8")))
-
-// As in packed_amx.cpp: tile numbers are immediates, and the loads carry a memory clobber
-// so that the stores filling a tile's bytes stay before the load that reads them.
-#define SY16_TILE_LOAD(t, base, stride) \
-  __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(base), "r"(static_cast<long>(stride)) : "memory")
-#define SY16_TILE_STORE(t, base, stride) \
-  __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(base), "r"(static_cast<long>(stride)) : "memory")
-#define SY16_TILE_ZERO(t) __asm__ volatile("tilezero %%tmm" #t ::)
-// C += A (signed int8 activations) x B (the weights, nibble - 8, signed).
-#define SY16_TILE_DPBSSD(c, a, b) __asm__ volatile("tdpbssd %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
 
 namespace sy::cpu {
 namespace {
@@ -64,7 +49,7 @@ struct Scratch {
 // stored at k + 2 and scaled at k + 3: a stored tile's bytes reach the vector loads only
 // once the store has completed (packed_amx.cpp measured the same for its products).
 template <int M>
-SY_AMX16 void tile_tokens(const uint8_t* tile, int64_t blocks, const Tiles16Activations& x, int64_t t0, float* y,
+SY_AMX void tile_tokens(const uint8_t* tile, int64_t blocks, const Tiles16Activations& x, int64_t t0, float* y,
                           int64_t ldy, bool prefetch, Scratch& s) {
   const __m512i low4 = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
   __m512 acc[M];
@@ -94,18 +79,18 @@ SY_AMX16 void tile_tokens(const uint8_t* tile, int64_t blocks, const Tiles16Acti
       const int8_t* a = xq + p * kQBlock;
       const uint8_t* b = s.b[p & 3];
       switch (p & 3) {
-        case 0: SY16_TILE_LOAD(4, a, stride); SY16_TILE_LOAD(5, b, 64); SY16_TILE_ZERO(0); SY16_TILE_DPBSSD(0, 4, 5); break;
-        case 1: SY16_TILE_LOAD(6, a, stride); SY16_TILE_LOAD(7, b, 64); SY16_TILE_ZERO(1); SY16_TILE_DPBSSD(1, 6, 7); break;
-        case 2: SY16_TILE_LOAD(4, a, stride); SY16_TILE_LOAD(5, b, 64); SY16_TILE_ZERO(2); SY16_TILE_DPBSSD(2, 4, 5); break;
-        default: SY16_TILE_LOAD(6, a, stride); SY16_TILE_LOAD(7, b, 64); SY16_TILE_ZERO(3); SY16_TILE_DPBSSD(3, 6, 7); break;
+        case 0: SY_TILE_LOAD(4, a, stride); SY_TILE_LOAD(5, b, 64); SY_TILE_ZERO(0); SY_TILE_DPBSSD(0, 4, 5); break;
+        case 1: SY_TILE_LOAD(6, a, stride); SY_TILE_LOAD(7, b, 64); SY_TILE_ZERO(1); SY_TILE_DPBSSD(1, 6, 7); break;
+        case 2: SY_TILE_LOAD(4, a, stride); SY_TILE_LOAD(5, b, 64); SY_TILE_ZERO(2); SY_TILE_DPBSSD(2, 4, 5); break;
+        default: SY_TILE_LOAD(6, a, stride); SY_TILE_LOAD(7, b, 64); SY_TILE_ZERO(3); SY_TILE_DPBSSD(3, 6, 7); break;
       }
     }
     if (const int64_t q = k - 2; q >= 0 && q < blocks) {
       switch (q & 3) {
-        case 0: SY16_TILE_STORE(0, s.c[0], 64); break;
-        case 1: SY16_TILE_STORE(1, s.c[1], 64); break;
-        case 2: SY16_TILE_STORE(2, s.c[2], 64); break;
-        default: SY16_TILE_STORE(3, s.c[3], 64); break;
+        case 0: SY_TILE_STORE(0, s.c[0], 64); break;
+        case 1: SY_TILE_STORE(1, s.c[1], 64); break;
+        case 2: SY_TILE_STORE(2, s.c[2], 64); break;
+        default: SY_TILE_STORE(3, s.c[3], 64); break;
       }
     }
     if (const int64_t q = k - 3; q >= 0) {
@@ -131,7 +116,7 @@ constexpr TileTokens kTileTokens[17] = {
 static_assert(kAmxTokens == 6);
 
 
-SY_AMX16 void kernel(const uint8_t* w, int64_t cols, int64_t tile0, int64_t tile1, const Tiles16Activations& x,
+SY_AMX void kernel(const uint8_t* w, int64_t cols, int64_t tile0, int64_t tile1, const Tiles16Activations& x,
                      int64_t t0, int64_t t1, float* y, int64_t ldy) {
   const Tiles16Kernel vnni = tiles16_kernels_avx512vnni()->q4_0;
   const int64_t blocks = cols / kQBlock;

@@ -5,19 +5,14 @@
 // 10.8 / 16.3 / 25.8 us against the packed layout's 9.1 / 13.0 / 21.2 / 34.2 us
 // (BM_MatmulL2), and streamed 64K rows on two threads at 4 / 8 tokens in 2.4-2.5 / 3.8 ms
 // against 2.8 / 4.8 ms (docs/journal/performance.md, forty-ninth session).
-#include <cstring>
-
-#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/tiles16.h"
 
-#if defined(__x86_64__)
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
+#include <cstring>
 
-#define SY_VNNI __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512vnni,fma,f16c")))
+#include "kernels/cpu/avx512_vnni_target.h"
+#include "kernels/cpu/cpu_features.h"
+
+#if defined(__x86_64__)
 
 namespace sy::cpu {
 namespace {
