@@ -199,7 +199,7 @@ BENCHMARK(BM_MatmulL2)->ArgsProduct({{int(DType::Q4_0), int(DType::Q8_0), int(DT
 void BM_MatmulTiles16(benchmark::State& state) { matmul_bench(state, DType::Q4_0, true); }
 BENCHMARK(BM_MatmulTiles16)->ArgsProduct({{int(DType::Q4_0)}, {1, 2, 4, 8, 16, 32}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 void BM_MatmulTiles16L2(benchmark::State& state) { matmul_l2_bench(state, DType::Q4_0, true); }
-BENCHMARK(BM_MatmulTiles16L2)->ArgsProduct({{int(DType::Q4_0)}, {1, 2, 3, 4, 6, 8, 16, 64}, {2048, 1024}});
+BENCHMARK(BM_MatmulTiles16L2)->ArgsProduct({{int(DType::Q4_0)}, {1, 2, 3, 4, 6, 8, 16, 24, 32, 40, 64}, {2048, 1024}});
 
 // One float-weight tile (4 rows of 2048 F32, F16 or BF16 weights x 4 tokens) in L1, per
 // dot table this CPU has (0: AVX2, 2 x 2 register tiles of 8 lanes; 1: the dispatched
