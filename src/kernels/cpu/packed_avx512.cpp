@@ -8,6 +8,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/hsum_avx.h"
+#include "kernels/cpu/q8_block_avx512.h"
 
 #if defined(__x86_64__)
 
@@ -509,18 +510,13 @@ SY_VNNI void kernel(const uint8_t* w, size_t row_bytes, int64_t cols, int64_t r0
 // quantize_row_q8_0 on 8 blocks, 16 values per vector: the same amax, scale and
 // round-half-to-even (cvtps2dq in the default rounding mode), so the quants are identical.
 SY_VNNI void quantize_group(const float* x, int8_t* q, float* d, int32_t* s) {
-  const __m512 sign = _mm512_set1_ps(-0.0f);
   for (int i = 0; i < kGroupBlocks; ++i) {
-    const __m512 lo = _mm512_loadu_ps(x + kQBlock * i), hi = _mm512_loadu_ps(x + kQBlock * i + 16);
-    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, lo), _mm512_andnot_ps(sign, hi)));
-    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    d[i] = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT));
-    const __m512i qlo = _mm512_cvtps_epi32(_mm512_mul_ps(lo, _mm512_set1_ps(id)));
-    const __m512i qhi = _mm512_cvtps_epi32(_mm512_mul_ps(hi, _mm512_set1_ps(id)));
-    s[i] = _mm512_reduce_add_epi32(_mm512_add_epi32(qlo, qhi));
+    const Q8BlockAvx512 blk = quantize_q8_block_avx512(x + kQBlock * i);
+    d[i] = blk.d;
+    s[i] = blk.sum;
     alignas(16) uint32_t w[8];
-    _mm_store_si128(reinterpret_cast<__m128i*>(w), _mm512_cvtsepi32_epi8(qlo));
-    _mm_store_si128(reinterpret_cast<__m128i*>(w + 4), _mm512_cvtsepi32_epi8(qhi));
+    _mm_store_si128(reinterpret_cast<__m128i*>(w), blk.q_lo);
+    _mm_store_si128(reinterpret_cast<__m128i*>(w + 4), blk.q_hi);
     for (int m = 0; m < 8; ++m) std::memcpy(q + 64 * m + 4 * i, &w[m], 4);
   }
 }

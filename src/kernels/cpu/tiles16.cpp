@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <string>
-#include <vector>
 
 #include "kernels/cpu/packed.h"
 #include "kernels/cpu/quantize.h"
@@ -102,20 +100,31 @@ void pack_tile16(const BlockQ4_0* const* src_rows, int64_t cols, uint8_t* dst) {
   }
 }
 
-void tiles16_row_blocks(const uint8_t* w, int64_t cols, int64_t r, BlockQ4_0* out) {
-  const int64_t blocks = cols / kQBlock, n = r % kTileRows16;
+namespace {
+// Block b of row r's GGUF form.
+BlockQ4_0 row_block(const uint8_t* w, int64_t blocks, int64_t r, int64_t b) {
+  const int64_t n = r % kTileRows16;
   const uint8_t* tile = w + (r / kTileRows16) * blocks * kTiles16BlockBytes;
-  for (int64_t b = 0; b < blocks; ++b) {
-    const Tiles16Block at = tiles16_block(b, blocks);
-    std::memcpy(&out[b].d, tile + at.scales + 2 * n, 2);
-    for (int i = 0; i < kQBlock / 2; ++i) out[b].q[i] = tile[at.lines + 64 * (i / 4) + 4 * n + i % 4];
-  }
+  const Tiles16Block at = tiles16_block(b, blocks);
+  BlockQ4_0 out;
+  std::memcpy(&out.d, tile + at.scales + 2 * n, 2);
+  for (int i = 0; i < kQBlock / 2; ++i) out.q[i] = tile[at.lines + 64 * (i / 4) + 4 * n + i % 4];
+  return out;
+}
+}  // namespace
+
+void tiles16_row_blocks(const uint8_t* w, int64_t cols, int64_t r, BlockQ4_0* out) {
+  const int64_t blocks = cols / kQBlock;
+  for (int64_t b = 0; b < blocks; ++b) out[b] = row_block(w, blocks, r, b);
 }
 
+// A block at a time: the embedding lookups of a tied output head call it every token.
 void dequantize_tiles16_row(const uint8_t* w, int64_t cols, int64_t r, float* out) {
-  std::vector<BlockQ4_0> blocks(cols / kQBlock);
-  tiles16_row_blocks(w, cols, r, blocks.data());
-  dequantize_row(DType::Q4_0, blocks.data(), out, cols);
+  const int64_t blocks = cols / kQBlock;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const BlockQ4_0 blk = row_block(w, blocks, r, b);
+    dequantize_row(DType::Q4_0, &blk, out + b * kQBlock, kQBlock);
+  }
 }
 
 const Tiles16Kernels& tiles16_kernels_scalar() {
@@ -125,9 +134,9 @@ const Tiles16Kernels& tiles16_kernels_scalar() {
 
 const Tiles16Kernels* tiles16_kernels() {
   static const Tiles16Kernels* chosen = []() -> const Tiles16Kernels* {
-    const std::string isa = packed_kernels().isa;
-    if (isa == "amx") return tiles16_kernels_amx();
-    if (isa == "avx512vnni") return tiles16_kernels_avx512vnni();
+    const PackedKernels* packed = &packed_kernels();
+    if (packed == packed_kernels_amx()) return tiles16_kernels_amx();
+    if (packed == packed_kernels_avx512vnni()) return tiles16_kernels_avx512vnni();
     return nullptr;
   }();
   return chosen;

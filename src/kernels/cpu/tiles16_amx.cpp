@@ -115,10 +115,9 @@ constexpr TileTokens kTileTokens[17] = {
     tile_tokens<12>, tile_tokens<13>, tile_tokens<14>, tile_tokens<15>, tile_tokens<16>};
 static_assert(kAmxTokens == 6);
 
-
 SY_AMX void kernel(const uint8_t* w, int64_t cols, int64_t tile0, int64_t tile1, const Tiles16Activations& x,
                      int64_t t0, int64_t t1, float* y, int64_t ldy) {
-  const Tiles16Kernel vnni = tiles16_kernels_avx512vnni()->q4_0;
+  static const Tiles16Kernel vnni = tiles16_kernels_avx512vnni()->q4_0;
   const int64_t blocks = cols / kQBlock;
   thread_local Scratch s;
   int configured = 0;  // the token rows the loaded tile configuration has

@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/avx512_vnni_target.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/q8_block_avx512.h"
 
 #if defined(__x86_64__)
 
@@ -85,21 +86,14 @@ SY_VNNI void kernel(const uint8_t* w, int64_t cols, int64_t tile0, int64_t tile1
   }
 }
 
-// quantize_row_q8_0 a block at a time, 16 values a vector (as the packed kernels'
-// quantize_group: the same amax, scale and round-half-to-even, so the same quants).
+// quantize_row_q8_0 a block at a time (the same quants, q8_block_avx512.h).
 SY_VNNI void quantize_row(const float* x, int64_t cols, int8_t* q, float* d, int32_t* offset) {
-  const __m512 sign = _mm512_set1_ps(-0.0f);
   for (int64_t b = 0; b < cols / kQBlock; ++b) {
-    const __m512 lo = _mm512_loadu_ps(x + kQBlock * b), hi = _mm512_loadu_ps(x + kQBlock * b + 16);
-    const float amax =
-        _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, lo), _mm512_andnot_ps(sign, hi)));
-    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    d[b] = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT));
-    const __m512i qlo = _mm512_cvtps_epi32(_mm512_mul_ps(lo, _mm512_set1_ps(id)));
-    const __m512i qhi = _mm512_cvtps_epi32(_mm512_mul_ps(hi, _mm512_set1_ps(id)));
-    offset[b] = 8 * _mm512_reduce_add_epi32(_mm512_add_epi32(qlo, qhi));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + kQBlock * b), _mm512_cvtsepi32_epi8(qlo));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + kQBlock * b + 16), _mm512_cvtsepi32_epi8(qhi));
+    const Q8BlockAvx512 blk = quantize_q8_block_avx512(x + kQBlock * b);
+    d[b] = blk.d;
+    offset[b] = 8 * blk.sum;
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + kQBlock * b), blk.q_lo);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + kQBlock * b + 16), blk.q_hi);
   }
 }
 
