@@ -99,7 +99,7 @@ BENCHMARK(BM_StreamRead)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseReal
 // layer the bandwidth probe reads as many bytes from a buffer beyond the LLC, so
 // pct_of_probe compares the two in the same second (this VM's bandwidth drifts by 1.5x
 // between runs).
-void BM_GroupedFfn(benchmark::State& state) {
+void grouped_ffn_bench(benchmark::State& state, bool tiles16) {
   const auto t = static_cast<DType>(state.range(0));
   const int64_t tokens = state.range(1);
   constexpr int kLayers = 4, kExperts = 64, kUsed = 8;
@@ -108,13 +108,14 @@ void BM_GroupedFfn(benchmark::State& state) {
   static std::vector<std::unique_ptr<Fixture>> store;
   static WeightArena arena;
   static DType stored = DType::F32;
+  static bool stored_tiles16 = false;
   static std::vector<FfnWeights> experts;
-  if (stored != t) {
+  if (stored != t || stored_tiles16 != tiles16) {
     store.clear();
     experts.clear();
     std::mt19937 rng(1);
     auto make = [&](int64_t rows, int64_t cols) {
-      store.push_back(make_fixture(t, rows, cols, rng, arena, pool, false));
+      store.push_back(make_fixture(t, rows, cols, rng, arena, pool, tiles16));
       return store.back()->w;
     };
     for (int e = 0; e < kLayers * kExperts; ++e) {
@@ -125,6 +126,7 @@ void BM_GroupedFfn(benchmark::State& state) {
       experts.push_back(w);
     }
     stored = t;
+    stored_tiles16 = tiles16;
   }
   std::vector<float> xs(tokens * kUsed * kEmbd, 0.1f), y(tokens * kUsed * kEmbd);
   std::mt19937 rng(7);
@@ -169,10 +171,14 @@ void BM_GroupedFfn(benchmark::State& state) {
   state.counters["ffn_GBps"] = bytes / ffn_s / 1e9;
   state.counters["probe_GBps"] = probed / probe_s / 1e9;
   state.counters["pct_of_probe"] = 100.0 * (bytes / ffn_s) / (probed / probe_s);
-  state.SetLabel(dtype_name(t));
+  state.SetLabel(dtype_name(t) + (experts[0].gate.tiles16 ? " tiles16" : experts[0].gate.packed ? " packed" : ""));
 }
+void BM_GroupedFfn(benchmark::State& state) { grouped_ffn_bench(state, false); }
 // 56 tokens: a 16-sequence step that a 40-token prompt joins (its experts get ~7 each).
 BENCHMARK(BM_GroupedFfn)->ArgsProduct({{int(DType::Q4_0), int(DType::Q8_0)}, {1, 16, 56}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+// The same experts in 16-row tiles (Q4_0 only: the layout's one type).
+void BM_GroupedFfnTiles16(benchmark::State& state) { grouped_ffn_bench(state, true); }
+BENCHMARK(BM_GroupedFfnTiles16)->ArgsProduct({{int(DType::Q4_0)}, {1, 16, 56}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The same kernels on a 256-row matrix that stays in L2: their compute rate.
 void matmul_l2_bench(benchmark::State& state, DType t, bool tiles16) {
