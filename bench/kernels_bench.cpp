@@ -7,6 +7,7 @@
 #include <chrono>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "base/dtype.h"
@@ -46,6 +47,11 @@ std::unique_ptr<Fixture> make_fixture(DType t, int64_t rows, int64_t cols, std::
   return f;
 }
 
+// A benchmark's label: the weights' type and the layout their kernels read.
+std::string layout_label(const WeightMatrix& w) {
+  return dtype_name(w.dtype) + (w.packed ? " packed" : w.tiles16 ? " tiles16" : "");
+}
+
 // One such weight per (type, shape), made on first use.
 // (`tiles16`: in 16-row tiles where this CPU runs them, as the engine lays out its dense
 // matrices; else packed.)
@@ -74,7 +80,7 @@ void matmul_bench(benchmark::State& state, DType t, bool tiles16) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * w.bytes()));
   state.counters["GOPS"] = benchmark::Counter(2.0 * rows * cols * tokens * state.iterations(), benchmark::Counter::kIsRate);
-  state.SetLabel(dtype_name(t) + (w.packed ? " packed" : w.tiles16 ? " tiles16" : ""));
+  state.SetLabel(layout_label(w));
 }
 void BM_Matmul(benchmark::State& state) { matmul_bench(state, static_cast<DType>(state.range(0)), false); }
 BENCHMARK(BM_Matmul)
@@ -171,7 +177,7 @@ void grouped_ffn_bench(benchmark::State& state, bool tiles16) {
   state.counters["ffn_GBps"] = bytes / ffn_s / 1e9;
   state.counters["probe_GBps"] = probed / probe_s / 1e9;
   state.counters["pct_of_probe"] = 100.0 * (bytes / ffn_s) / (probed / probe_s);
-  state.SetLabel(dtype_name(t) + (experts[0].gate.tiles16 ? " tiles16" : experts[0].gate.packed ? " packed" : ""));
+  state.SetLabel(layout_label(experts[0].gate));
 }
 void BM_GroupedFfn(benchmark::State& state) { grouped_ffn_bench(state, false); }
 // 56 tokens: a 16-sequence step that a 40-token prompt joins (its experts get ~7 each).
@@ -195,7 +201,7 @@ void matmul_l2_bench(benchmark::State& state, DType t, bool tiles16) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * w.bytes()));
   state.counters["GOPS"] = benchmark::Counter(2.0 * rows * cols * tokens * state.iterations(), benchmark::Counter::kIsRate);
-  state.SetLabel(dtype_name(t) + (w.packed ? " packed" : w.tiles16 ? " tiles16" : ""));
+  state.SetLabel(layout_label(w));
 }
 void BM_MatmulL2(benchmark::State& state) { matmul_l2_bench(state, static_cast<DType>(state.range(0)), false); }
 BENCHMARK(BM_MatmulL2)->ArgsProduct({{int(DType::Q4_0), int(DType::Q8_0), int(DType::F16), int(DType::BF16)}, {1, 2, 3, 4, 6, 8, 16, 64}, {2048, 1024}});
