@@ -222,7 +222,7 @@ void PackedActivations::build_tiles() {
   }
 }
 
-bool small_tiles_prefetch() { return cpu_is_intel(); }
+bool small_tiles_prefetch() { return !(cpu_is_amd() && cpu_family() == 25); }
 
 const PackedKernels& packed_kernels_scalar() {
   static const PackedKernels k{"scalar",

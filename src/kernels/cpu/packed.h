@@ -158,10 +158,14 @@ constexpr int64_t kStreamingTokens = 4;
 // where they run, no prefetch read ~75% of the bandwidth against 89% with it: they keep it.
 template <int NT>
 constexpr bool kTilePrefetches = NT > 2;
-// On Intel the AVX-512 tiles of 1-2 tokens prefetch as well (near and far): on a Xeon
-// with AMX under KVM (2 threads, BM_GroupedFfn, two builds alternating three times) one
-// token's experts read 26.7-28.2 against 24.9-26.6 GB/s, and 16 tokens' (~2.3 an expert)
-// 24.7-25.3 against 22.3-23.5; the Zen 4 measurements above went the other way.
+// Everywhere but on Zen 4 (AMD family 25), the AVX-512 tiles of 1-2 tokens prefetch as
+// well (near and far). On a Xeon with AMX under KVM (2 threads, BM_GroupedFfn, two builds
+// alternating three times) one token's experts read 26.7-28.2 against 24.9-26.6 GB/s, and
+// 16 tokens' (~2.3 an expert) 24.7-25.3 against 22.3-23.5. On a Zen 5 EPYC guest (family
+// 26; four alternating pairs, one thread) 33-36 against 28-32 and 26-28 against 19-22
+// GB/s, and `bench` (six alternating pairs, 2 threads) batch 16 166 against 144 tokens/s
+// on average, batch 1 69 against 63 (fifty-first session). The Zen 4 measurements above
+// went the other way.
 bool small_tiles_prefetch();
 // A group pair's lines `far` bytes on, into L2 (nothing when far is 0).
 template <DType T>
