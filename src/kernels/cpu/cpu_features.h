@@ -16,15 +16,6 @@ inline bool cpu_has_f16c() {
   return has;
 }
 
-inline bool cpu_is_intel() {
-  static const bool intel = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    // "GenuineIntel" in EBX, EDX, ECX.
-    return __get_cpuid(0, &a, &b, &c, &d) && b == 0x756e6547 && d == 0x49656e69 && c == 0x6c65746e;
-  }();
-  return intel;
-}
-
 inline bool cpu_is_amd() {
   static const bool amd = [] {
     unsigned a = 0, b = 0, c = 0, d = 0;
