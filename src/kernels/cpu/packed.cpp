@@ -222,7 +222,10 @@ void PackedActivations::build_tiles() {
   }
 }
 
-bool small_tiles_prefetch() { return !(cpu_is_amd() && cpu_family() == 25); }
+bool small_tiles_prefetch() {
+  static const bool on = !(cpu_is_amd() && cpu_family() == 25);  // asked by every tile
+  return on;
+}
 
 const PackedKernels& packed_kernels_scalar() {
   static const PackedKernels k{"scalar",
