@@ -187,8 +187,8 @@ TEST(Kernels, AttentionTileKernelsMatchSums) {
         for (int64_t nq = 1; nq <= 3; ++nq) {
           for (int nk = 1; nk <= 4; ++nk) {
             std::vector<float> out(3 * ld, -7.0f);
-            if (f16) kk->dot_tile_f16(q.data(), q_ld, nq, k16, nk, d, 0.25f, out.data(), ld);
-            else kk->dot_tile(q.data(), q_ld, nq, kf, nk, d, 0.25f, out.data(), ld);
+            if (f16) kk->dot_tile_f16(q.data(), q_ld, nq, k16, nk, d, 0.25f, out.data(), ld, {});
+            else kk->dot_tile(q.data(), q_ld, nq, kf, nk, d, 0.25f, out.data(), ld, {});
             for (int64_t i = 0; i < 3; ++i) {
               for (int64_t j = 0; j < ld; ++j) {
                 double want = -7.0;
@@ -202,8 +202,8 @@ TEST(Kernels, AttentionTileKernelsMatchSums) {
             }
             std::vector<float> o(3 * o_ld);
             for (int64_t i = 0; i < 3; ++i) std::fill(o.begin() + i * o_ld, o.begin() + (i + 1) * o_ld, 1.0f + i);
-            if (f16) kk->axpy_tile_f16(w.data(), ld, nq, k16, nk, d, o.data(), o_ld);
-            else kk->axpy_tile(w.data(), ld, nq, kf, nk, d, o.data(), o_ld);
+            if (f16) kk->axpy_tile_f16(w.data(), ld, nq, k16, nk, d, o.data(), o_ld, {});
+            else kk->axpy_tile(w.data(), ld, nq, kf, nk, d, o.data(), o_ld, {});
             for (int64_t i = 0; i < 3; ++i) {
               for (int64_t x = 0; x < o_ld; ++x) {
                 double want = 1.0 + i;
@@ -212,6 +212,84 @@ TEST(Kernels, AttentionTileKernelsMatchSums) {
                 EXPECT_NEAR(o[i * o_ld + x], want, 1e-5) << kk->isa << " f16=" << f16 << " d=" << d << " nq=" << nq << " nk=" << nk;
               }
             }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The same tiles over several heads in one call, grouped query heads (4 heads on 2 KV
+// heads), with the scores of each head `scores_ld` apart, for a decode row (whose heads
+// the AVX2 tiles take two at a time) and for three prompt rows: against sums in double,
+// and bit for bit what one call per head gives, so a row's scores do not depend on the
+// path that computed them.
+TEST(Kernels, AttentionTilesCoverEveryHead) {
+  const int nh = 4, group = 2, nk = 3;
+  const int64_t ld = 5;
+  for (int64_t nq : {1, 3})
+  for (int64_t d : {40, 128}) {
+    const int64_t s_ld = nq * ld + 2;
+    const int64_t kv_w = nh / group * d, q_ld = nh * d + 3, o_ld = nh * d + 1;
+    const auto q = random_normal(nq * q_ld, 81), kv = random_normal(nk * kv_w, 82), w = random_normal(nh * s_ld, 83);
+    std::vector<uint16_t> kh(kv.size());
+    for (size_t i = 0; i < kv.size(); ++i) kh[i] = f32_to_f16(kv[i]);
+    const float* kf[4];
+    const uint16_t* k16[4];
+    for (int j = 0; j < nk; ++j) kf[j] = kv.data() + j * kv_w, k16[j] = kh.data() + j * kv_w;
+    const TileHeads heads{nh, group, s_ld};
+    for (const DotKernels* kk : {&dot_kernels(), &dot_kernels_scalar()}) {
+      for (bool f16 : {false, true}) {
+        auto cached = [&](int j, int h, int64_t x) {
+          const size_t at = static_cast<size_t>(j * kv_w + h / group * d + x);
+          return f16 ? double{f16_to_f32(kh[at])} : double{kv[at]};
+        };
+        auto dot = [&](const float* qq, int64_t qq_ld, const void* const* kr, float* out, int64_t out_ld, TileHeads hs) {
+          if (f16) kk->dot_tile_f16(qq, qq_ld, nq, reinterpret_cast<const uint16_t* const*>(kr), nk, d, 0.5f, out, out_ld, hs);
+          else kk->dot_tile(qq, qq_ld, nq, reinterpret_cast<const float* const*>(kr), nk, d, 0.5f, out, out_ld, hs);
+        };
+        auto axpy = [&](const float* ww, const void* const* vr, float* out, TileHeads hs) {
+          if (f16) kk->axpy_tile_f16(ww, ld, nq, reinterpret_cast<const uint16_t* const*>(vr), nk, d, out, o_ld, hs);
+          else kk->axpy_tile(ww, ld, nq, reinterpret_cast<const float* const*>(vr), nk, d, out, o_ld, hs);
+        };
+        const void* rows[4];
+        for (int j = 0; j < nk; ++j) rows[j] = f16 ? static_cast<const void*>(k16[j]) : kf[j];
+        std::vector<float> scores(nh * s_ld, -7.0f), one(nh * s_ld, -7.0f);
+        dot(q.data(), q_ld, rows, scores.data(), ld, heads);
+        for (int h = 0; h < nh; ++h) {
+          const void* head_rows[4];
+          for (int j = 0; j < nk; ++j)
+            head_rows[j] = f16 ? static_cast<const void*>(k16[j] + h / group * d) : kf[j] + h / group * d;
+          dot(q.data() + h * d, q_ld, head_rows, one.data() + h * s_ld, ld, {});
+        }
+        for (int h = 0; h < nh; ++h) {
+          for (int64_t i = 0; i < nq; ++i) {
+            for (int j = 0; j < nk; ++j) {
+              double want = 0;
+              for (int64_t x = 0; x < d; ++x) want += double{q[i * q_ld + h * d + x]} * cached(j, h, x);
+              const float got = scores[h * s_ld + i * ld + j];
+              EXPECT_NEAR(got, 0.5 * want, 1e-4 * d) << kk->isa << " f16=" << f16 << " d=" << d << " h=" << h;
+              EXPECT_EQ(got, one[h * s_ld + i * ld + j]) << kk->isa << " f16=" << f16 << " d=" << d << " h=" << h;
+            }
+          }
+        }
+        std::vector<float> o(nq * o_ld, 1.0f), o_one(nq * o_ld, 1.0f);
+        axpy(w.data(), rows, o.data(), heads);
+        for (int h = 0; h < nh; ++h) {
+          const void* head_rows[4];
+          for (int j = 0; j < nk; ++j)
+            head_rows[j] = f16 ? static_cast<const void*>(k16[j] + h / group * d) : kf[j] + h / group * d;
+          axpy(w.data() + h * s_ld, head_rows, o_one.data() + h * d, {});
+        }
+        for (int64_t i = 0; i < nq; ++i) {
+          for (int64_t x = 0; x < o_ld; ++x) {
+            double want = 1.0;
+            if (x < nh * d) {
+              const int h = static_cast<int>(x / d);
+              for (int j = 0; j < nk; ++j) want += double{w[h * s_ld + i * ld + j]} * cached(j, h, x % d);
+            }
+            EXPECT_NEAR(o[i * o_ld + x], want, 1e-5) << kk->isa << " f16=" << f16 << " d=" << d << " x=" << x;
+            EXPECT_EQ(o[i * o_ld + x], o_one[i * o_ld + x]) << kk->isa << " f16=" << f16 << " d=" << d << " x=" << x;
           }
         }
       }

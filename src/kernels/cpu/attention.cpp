@@ -20,43 +20,32 @@ const T* typed(const void* p) {
   return static_cast<const T*>(p);
 }
 
-// KV head `kv_head`'s part of a cached row of head_dim values per head (f32 or f16).
-template <class T>
-const T* head_part(const T* row, int64_t kv_head, int64_t head_dim) {
-  return row + kv_head * head_dim;
-}
-
 // The tile kernels for rows of T (f32 or f16; prompt rows over a q8_0 cache read an f32
-// copy, see attention()).
+// copy, see attention()), over every head.
 template <class T>
 void dot_tile_rows(const DotKernels& k, const float* q, int64_t q_ld, int64_t nq, const T* const* kr, int nk, int64_t d,
-                   float scale, float* out, int64_t ld) {
-  if constexpr (sizeof(T) == 2) k.dot_tile_f16(q, q_ld, nq, kr, nk, d, scale, out, ld);
-  else k.dot_tile(q, q_ld, nq, kr, nk, d, scale, out, ld);
+                   float scale, float* out, int64_t ld, TileHeads heads) {
+  if constexpr (sizeof(T) == 2) k.dot_tile_f16(q, q_ld, nq, kr, nk, d, scale, out, ld, heads);
+  else k.dot_tile(q, q_ld, nq, kr, nk, d, scale, out, ld, heads);
 }
 
 template <class T>
 void axpy_tile_rows(const DotKernels& k, const float* w, int64_t ld, int64_t nq, const T* const* vr, int nk, int64_t d,
-                    float* out, int64_t out_ld) {
-  if constexpr (sizeof(T) == 2) k.axpy_tile_f16(w, ld, nq, vr, nk, d, out, out_ld);
-  else k.axpy_tile(w, ld, nq, vr, nk, d, out, out_ld);
+                    float* out, int64_t out_ld, TileHeads heads) {
+  if constexpr (sizeof(T) == 2) k.axpy_tile_f16(w, ld, nq, vr, nk, d, out, out_ld, heads);
+  else k.axpy_tile(w, ld, nq, vr, nk, d, out, out_ld, heads);
 }
 
-// Cached positions [p0, p1) in blocks of up to 4, and for each block every head h:
-// fn(p, nk, h, rows), rows[j] being position p + j's keys (or values) of head h's KV head.
-// The block's rows are looked up once for all heads and stay in L1 across them.
+// Cached positions [p0, p1) in blocks of up to 4: fn(p, nk, rows), rows[j] being position
+// p + j's cached keys (or values), all KV heads side by side. The block's rows stay in L1
+// while the tile kernels go through the heads.
 template <class T, class Fn>
-void for_position_blocks(const KvView& kv, bool values, int64_t p0, int64_t p1, int nh, int group, int64_t head_dim,
-                         Fn&& fn) {
+void for_position_blocks(const KvView& kv, bool values, int64_t p0, int64_t p1, Fn&& fn) {
   for (int64_t p = p0; p < p1; p += 4) {
     const int nk = static_cast<int>(std::min<int64_t>(4, p1 - p));
-    const T* base[4];
-    for (int j = 0; j < nk; ++j) base[j] = typed<T>(values ? kv.v(p + j) : kv.k(p + j));
-    for (int h = 0; h < nh; ++h) {
-      const T* rows[4];
-      for (int j = 0; j < nk; ++j) rows[j] = head_part(base[j], h / group, head_dim);
-      fn(p, nk, h, rows);
-    }
+    const T* rows[4];
+    for (int j = 0; j < nk; ++j) rows[j] = typed<T>(values ? kv.v(p + j) : kv.k(p + j));
+    fn(p, nk, rows);
   }
 }
 
@@ -80,8 +69,8 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
   // Row t's outputs: batch row t of `out`, or row t - t0 of a chunk's partial slot.
   const int64_t o_row0 = part_max ? task.t0 : 0;
   auto out_row = [&](int64_t t) { return o + (t - o_row0) * o_ld; };
-  // Tiles of the task's rows x 4 positions, one head at a time, over blocks of 4 cached
-  // rows that stay in L1 across the heads. For several rows of one sequence (a prompt):
+  // Tiles of the task's rows x 4 positions, head after head inside one kernel call, over
+  // blocks of 4 cached rows that stay in L1 across the heads. For several rows of one sequence (a prompt):
   // row by row, each score cost a horizontal sum and each K/V vector a load per row (512
   // rows of one sequence, 16 heads of 128, one thread: 28 -> 44 GFLOP/s; prefill of 512
   // tokens +7-9%, in-process A/B). For a decode row: four rows read at once keep more of
@@ -93,14 +82,13 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
   // over a q8_0 cache an f32 copy instead).
   constexpr bool tiled = !std::is_same_v<T, BlockQ8_0>;
   const int64_t dk = s.head_dim_k, dv = s.head_dim_v, row_ld = nh * span;
+  const TileHeads heads{nh, group, span};  // row t's head h scores at scores(t) + h * span
   int32_t last_pos = 0;
   for (int64_t t = task.t0; t < task.t1; ++t) last_pos = std::max(last_pos, positions[t]);
   const int64_t p_end = std::min<int64_t>(task.p1, int64_t{last_pos} + 1);
   if constexpr (tiled) {
-    for_position_blocks<T>(kv, false, p0, p_end, nh, group, dk, [&](int64_t p, int nk, int h, const T* const* kr) {
-      const float* qh = q + task.t0 * q_ld + h * dk;
-      float* dst = scores(task.t0) + h * span + p - p0;
-      dot_tile_rows(k, qh, q_ld, rows, kr, nk, dk, s.scale, dst, row_ld);
+    for_position_blocks<T>(kv, false, p0, p_end, [&](int64_t p, int nk, const T* const* kr) {
+      dot_tile_rows(k, q + task.t0 * q_ld, q_ld, rows, kr, nk, dk, s.scale, scores(task.t0) + p - p0, row_ld, heads);
     });
   } else {
     for (int64_t p = p0; p < task.p1; ++p) {
@@ -129,10 +117,8 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
     std::fill(out_row(t), out_row(t) + nh * dv, 0.0f);
   }
   if constexpr (tiled) {
-    for_position_blocks<T>(kv, true, p0, p_end, nh, group, dv, [&](int64_t p, int nk, int h, const T* const* vr) {
-      const float* w = scores(task.t0) + h * span + p - p0;
-      float* dst = out_row(task.t0) + h * dv;
-      axpy_tile_rows(k, w, row_ld, rows, vr, nk, dv, dst, o_ld);
+    for_position_blocks<T>(kv, true, p0, p_end, [&](int64_t p, int nk, const T* const* vr) {
+      axpy_tile_rows(k, scores(task.t0) + p - p0, row_ld, rows, vr, nk, dv, out_row(task.t0), o_ld, heads);
     });
   } else {
     for (int64_t p = p0; p < task.p1; ++p) {

@@ -83,21 +83,29 @@ void axpy_heads_q8(const float* w, int64_t w_stride, const BlockQ8_0* row, int n
 
 template <class T>
 void dot_tile(const float* q, int64_t q_ld, int64_t nq, const T* const* k, int nk, int64_t d, float scale, float* out,
-              int64_t ld) {
-  for (int64_t i = 0; i < nq; ++i) {
-    for (int j = 0; j < nk; ++j) {
-      float s = 0.0f;
-      for (int64_t x = 0; x < d; ++x) s += to_float(k[j][x]) * q[i * q_ld + x];
-      out[i * ld + j] = s * scale;
+              int64_t ld, TileHeads heads) {
+  for (int h = 0; h < heads.n; ++h) {
+    const int64_t kv = int64_t{h / heads.group} * d;
+    for (int64_t i = 0; i < nq; ++i) {
+      for (int j = 0; j < nk; ++j) {
+        float s = 0.0f;
+        for (int64_t x = 0; x < d; ++x) s += to_float(k[j][kv + x]) * q[i * q_ld + h * d + x];
+        out[h * heads.scores_ld + i * ld + j] = s * scale;
+      }
     }
   }
 }
 
 template <class T>
-void axpy_tile(const float* w, int64_t ld, int64_t nq, const T* const* v, int nk, int64_t d, float* out, int64_t out_ld) {
-  for (int64_t i = 0; i < nq; ++i)
-    for (int j = 0; j < nk; ++j)
-      for (int64_t x = 0; x < d; ++x) out[i * out_ld + x] += w[i * ld + j] * to_float(v[j][x]);
+void axpy_tile(const float* w, int64_t ld, int64_t nq, const T* const* v, int nk, int64_t d, float* out, int64_t out_ld,
+               TileHeads heads) {
+  for (int h = 0; h < heads.n; ++h) {
+    const int64_t kv = int64_t{h / heads.group} * d;
+    for (int64_t i = 0; i < nq; ++i)
+      for (int j = 0; j < nk; ++j)
+        for (int64_t x = 0; x < d; ++x)
+          out[i * out_ld + h * d + x] += w[h * heads.scores_ld + i * ld + j] * to_float(v[j][kv + x]);
+  }
 }
 
 double sum_squares(const float* x, int64_t n) {
