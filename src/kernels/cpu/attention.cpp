@@ -91,13 +91,14 @@ void run_task(const AttentionScratch::Task& task, const float* q, int64_t q_ld, 
   const int64_t o_row0 = part_max ? task.t0 : 0;
   auto out_row = [&](int64_t t) { return o + (t - o_row0) * o_ld; };
   // Tiles of the task's rows x 4 positions, head after head inside one kernel call, over
-  // blocks of 4 cached rows that stay in L1 across the heads. For several rows of one sequence (a prompt):
-  // row by row, each score cost a horizontal sum and each K/V vector a load per row (512
-  // rows of one sequence, 16 heads of 128, one thread: 28 -> 44 GFLOP/s; prefill of 512
-  // tokens +7-9%, in-process A/B). For a decode row: four rows read at once keep more of
-  // them in flight from memory than one row after the other (BM_AttentionDecodeBatch,
-  // f16 from memory: 15.4-17.5 against 12.7-13.1 GB/s). Rows that do not see a position
-  // of a block get scores there all the same, zeroed after the softmax.
+  // blocks of 4 cached rows that stay in L1 across the heads. For several rows of one
+  // sequence (a prompt): row by row, each score cost a horizontal sum and each K/V vector a
+  // load per row (512 rows of one sequence, 16 heads of 128, one thread: 28 -> 44 GFLOP/s;
+  // prefill of 512 tokens +7-9%, in-process A/B). For a decode row: four rows read at once
+  // keep more of them in flight from memory than one row after the other
+  // (BM_AttentionDecodeBatch, f16 from memory: 15.4-17.5 against 12.7-13.1 GB/s). Rows that
+  // do not see a position of a block get scores there all the same, zeroed after the
+  // softmax.
   const int64_t rows = task.t1 - task.t0;
   // q8_0 rows have no tile kernels: they go row by row (attention() gives prompt rows
   // over a q8_0 cache an f32 copy instead).
