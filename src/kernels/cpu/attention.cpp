@@ -56,17 +56,24 @@ template <class T, class Fn>
 void for_position_blocks(const KvView& kv, bool values, int64_t p0, int64_t p1, Fn&& fn) {
   const bool prefetch = prefetch_next_rows();
   const int64_t row_bytes = kv_row_bytes(kv.elem, values ? kv.v_ld : kv.k_ld);
+  auto row = [&](int64_t p) { return typed<T>(values ? kv.v(p) : kv.k(p)); };
+  // Each row is looked up once: the next block's rows, prefetched or not, are this block's
+  // on the next turn.
+  const T* rows[4];
+  const T* next[4];
+  for (int64_t j = 0; j < std::min<int64_t>(4, p1 - p0); ++j) rows[j] = row(p0 + j);
   for (int64_t p = p0; p < p1; p += 4) {
     const int nk = static_cast<int>(std::min<int64_t>(4, p1 - p));
-    if (prefetch) {
-      for (int64_t j = p + 4; j < std::min(p1, p + 8); ++j) {
-        const auto* row = static_cast<const uint8_t*>(values ? kv.v(j) : kv.k(j));
-        for (int64_t at = 0; at < row_bytes; at += 64) __builtin_prefetch(row + at, 0, 3);
+    const int n_next = static_cast<int>(std::clamp<int64_t>(p1 - p - 4, 0, 4));
+    for (int j = 0; j < n_next; ++j) {
+      next[j] = row(p + 4 + j);
+      if (prefetch) {
+        const auto* bytes = reinterpret_cast<const uint8_t*>(next[j]);
+        for (int64_t at = 0; at < row_bytes; at += 64) __builtin_prefetch(bytes + at, 0, 3);
       }
     }
-    const T* rows[4];
-    for (int j = 0; j < nk; ++j) rows[j] = typed<T>(values ? kv.v(p + j) : kv.k(p + j));
     fn(p, nk, rows);
+    std::copy(next, next + n_next, rows);
   }
 }
 

@@ -121,29 +121,38 @@ SY_AVX2 inline __m256 hsum8(const __m256 a[8]) {
   return _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20), _mm256_permute2f128_ps(s0123, s4567, 0x31));
 }
 
-// NQ query rows x 4 keys: 8 accumulators, each q and k vector loaded once per step.
+// NQ query rows x 4 keys: 8 accumulators. kSharedKeys: the rows are one head's (a prompt's
+// rows), k[0] holds their keys and each key vector is loaded once for both; otherwise row i
+// is a head of its own with keys k[i] (a decode row's heads two at a time: 8 accumulation
+// chains instead of 4, so the FMAs no longer wait on each other's latency). A row's
+// arithmetic, its lanes of hsum8 included, is the same either way and whatever NQ.
 // Keys past nk repeat the last one; their scores are not stored.
-template <int NQ, class T>
-SY_AVX2 inline void dot_tile_n(const float* const* q, const T* const* k, int nk, int64_t d, float scale, float* out,
-                               int64_t ld) {
+template <int NQ, bool kSharedKeys, class T>
+SY_AVX2 inline void dot_tile_n(const float* const* q, const T* const (*k)[4], int nk, int64_t d, float scale,
+                               float* const* out) {
+  auto keys = [&](int i) { return k[kSharedKeys ? 0 : i]; };
   __m256 acc[8];
   for (auto& a : acc) a = _mm256_setzero_ps();
   int64_t x = 0;
   for (; x + 8 <= d; x += 8) {
     __m256 kv[4];
+    if constexpr (kSharedKeys) {
 #pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) kv[j] = load8(k[j] + x);
+      for (int j = 0; j < 4; ++j) kv[j] = load8(k[0][j] + x);
+    }
 #pragma GCC unroll 2
     for (int i = 0; i < NQ; ++i) {
       const __m256 qv = _mm256_loadu_ps(q[i] + x);
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) acc[i * 4 + j] = _mm256_fmadd_ps(qv, kv[j], acc[i * 4 + j]);
+      for (int j = 0; j < 4; ++j) {
+        acc[i * 4 + j] = _mm256_fmadd_ps(qv, kSharedKeys ? kv[j] : load8(k[i][j] + x), acc[i * 4 + j]);
+      }
     }
   }
   const __m256 sums = _mm256_mul_ps(hsum8(acc), _mm256_set1_ps(scale));
   if (nk == 4 && x == d) {  // a whole tile: row i's four scores are lanes 4i..4i+3
-    _mm_storeu_ps(out, _mm256_castps256_ps128(sums));
-    if (NQ == 2) _mm_storeu_ps(out + ld, _mm256_extractf128_ps(sums, 1));
+    _mm_storeu_ps(out[0], _mm256_castps256_ps128(sums));
+    if (NQ == 2) _mm_storeu_ps(out[1], _mm256_extractf128_ps(sums, 1));
     return;
   }
   alignas(32) float s[8];
@@ -151,41 +160,7 @@ SY_AVX2 inline void dot_tile_n(const float* const* q, const T* const* k, int nk,
   for (int i = 0; i < NQ; ++i) {
     for (int j = 0; j < nk; ++j) {
       float t = 0.0f;
-      for (int64_t r = x; r < d; ++r) t += to_f32(k[j][r]) * q[i][r];
-      out[i * ld + j] = s[i * 4 + j] + t * scale;
-    }
-  }
-}
-
-// One query row x 4 keys for two heads at once (h and h + 1, each with its own keys): 8
-// accumulation chains instead of 4, so the FMAs no longer wait on each other's latency.
-// Each head's arithmetic, its lanes of hsum8 included, is dot_tile_n<1>'s to the bit.
-template <class T>
-SY_AVX2 inline void dot_two_heads(const float* const q[2], const T* const k[2][4], int nk, int64_t d, float scale,
-                                  float* const out[2]) {
-  __m256 acc[8];
-  for (auto& a : acc) a = _mm256_setzero_ps();
-  int64_t x = 0;
-  for (; x + 8 <= d; x += 8) {
-#pragma GCC unroll 2
-    for (int i = 0; i < 2; ++i) {
-      const __m256 qv = _mm256_loadu_ps(q[i] + x);
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) acc[i * 4 + j] = _mm256_fmadd_ps(qv, load8(k[i][j] + x), acc[i * 4 + j]);
-    }
-  }
-  const __m256 sums = _mm256_mul_ps(hsum8(acc), _mm256_set1_ps(scale));
-  if (nk == 4 && x == d) {
-    _mm_storeu_ps(out[0], _mm256_castps256_ps128(sums));
-    _mm_storeu_ps(out[1], _mm256_extractf128_ps(sums, 1));
-    return;
-  }
-  alignas(32) float s[8];
-  _mm256_store_ps(s, sums);
-  for (int i = 0; i < 2; ++i) {
-    for (int j = 0; j < nk; ++j) {
-      float t = 0.0f;
-      for (int64_t r = x; r < d; ++r) t += to_f32(k[i][j][r]) * q[i][r];
+      for (int64_t r = x; r < d; ++r) t += to_f32(keys(i)[j][r]) * q[i][r];
       out[i][j] = s[i * 4 + j] + t * scale;
     }
   }
@@ -206,22 +181,24 @@ SY_AVX2 void dot_tile(const float* q, int64_t q_ld, int64_t nq, const T* const* 
       keys(h + 1, k[1]);
       const float* qs[2] = {q + h * d, q + (h + 1) * d};
       float* outs[2] = {out + h * heads.scores_ld, out + (h + 1) * heads.scores_ld};
-      dot_two_heads(qs, k, nk, d, scale, outs);
+      dot_tile_n<2, false>(qs, k, nk, d, scale, outs);
     }
   }
   for (; h < heads.n; ++h) {
-    const T* k[4];
-    keys(h, k);
+    const T* k[1][4];
+    keys(h, k[0]);
     const float* qh = q + h * d;
     float* oh = out + h * heads.scores_ld;
     int64_t i = 0;
     for (; i + 2 <= nq; i += 2) {
       const float* qs[2] = {qh + i * q_ld, qh + (i + 1) * q_ld};
-      dot_tile_n<2>(qs, k, nk, d, scale, oh + i * ld, ld);
+      float* outs[2] = {oh + i * ld, oh + (i + 1) * ld};
+      dot_tile_n<2, true>(qs, k, nk, d, scale, outs);
     }
     if (i < nq) {
       const float* qs[1] = {qh + i * q_ld};
-      dot_tile_n<1>(qs, k, nk, d, scale, oh + i * ld, ld);
+      float* outs[1] = {oh + i * ld};
+      dot_tile_n<1, true>(qs, k, nk, d, scale, outs);
     }
   }
 }
