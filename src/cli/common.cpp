@@ -41,7 +41,8 @@ void ModelArgs::add_to(CLI::App& app, bool with_moe) {
                                        "bytes (0.25, 25%)");
   // The cache's own settings do nothing without it (every expert is resident): refused, so
   // that a forgotten --expert-cache does not pass for a cache run.
-  app.add_option("--expert-policy", expert_policy, "Eviction policy of the expert cache")
+  app.add_option("--expert-policy", expert_policy,
+                 std::string("Eviction policy of the expert cache (default ") + kDefaultCachePolicy + ")")
       ->check(CLI::IsMember(online_policy_names()))
       ->needs(cache);
   app.add_option("--expert-profile", expert_profile, "Trace (--trace-experts) whose hottest experts stay pinned in the cache")

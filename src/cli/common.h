@@ -20,7 +20,7 @@ struct ModelArgs {
   int threads = 0;  // 0: the CPUs this process may use (base/cpu_info.h)
   std::string gating = "dynamic";
   double capacity_factor = 1.0;
-  std::string expert_cache, expert_policy = "eb-lfu", expert_profile;
+  std::string expert_cache, expert_policy = kDefaultCachePolicy, expert_profile;
   bool no_prefetch = false;
   bool no_bounce_reads = false;
   int prefetch_layers = 0;  // 0: by cache size (auto_prefetch_layers)

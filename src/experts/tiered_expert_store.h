@@ -29,7 +29,7 @@ struct HParams;
 
 struct TieredStoreOptions {
   size_t budget_bytes = 0;        // RAM for resident experts
-  std::string policy = "eb-lfu";
+  std::string policy = kDefaultCachePolicy;
   int io_threads = 8;  // random ~1 MiB O_DIRECT reads here: 12 in flight read 1.3-1.5x faster than 4
   std::string profile;            // trace whose hottest experts are pinned (how many: experts/profile_pins.h)
   bool predictive_prefetch = true;

@@ -83,6 +83,34 @@ TEST(AnalysisCachePolicy, FrequencyBeatsRecency) {
   EXPECT_EQ(m.at("belady"), 3);
 }
 
+// A batch that covers the cache (a prompt), then single tokens on its two busiest experts.
+// Capacity 2; step 0 routes 1 token to expert 0 and 5 each to experts 1 and 2; then
+// 1 | 2 | 1 | 2.
+//   LFU: 2's miss in step 0 evicts 0 (score 1 against 5; both are in the batch): every
+//        later step hits: 3 misses. LRU also evicts 0 (used before 1): 3.
+//   EB + LFU: every resident expert is in the batch, so the last loaded (1) goes; step 1
+//        misses 1 again (then evicting 0, outside the batch, by frequency): 4.
+//   Expert Buffering: step 0 as EB + LFU, then LIFO thrashes 1 and 2: all 7 miss.
+//   MIN: 3.
+// The store's default is LFU for this: after a prompt it holds the popular experts.
+TEST(AnalysisCachePolicy, FrequencyKeepsABatchsBusiestExperts) {
+  Trace t;
+  t.info = test::small_info(1, 3, 1);
+  t.add_step(11, {1, 5, 5});
+  for (int e : {1, 2, 1, 2}) {
+    std::vector<uint32_t> counts(3, 0);
+    counts[e] = 1;
+    t.add_step(1, counts);
+  }
+  const auto m = misses(t, CacheScope::PerLayer, 2);
+  EXPECT_EQ(m.at("lfu-decay"), 3);
+  EXPECT_EQ(m.at("lru"), 3);
+  EXPECT_EQ(m.at("eb-lfu"), 4);
+  EXPECT_EQ(m.at("expert-buffering"), 7);
+  EXPECT_EQ(m.at("belady"), 3);
+  EXPECT_EQ(std::string(kDefaultCachePolicy), "lfu-decay");
+}
+
 // LFU counts tokens: unit 0 served 5 tokens, unit 1 one, later; a third unit evicts
 // unit 1 (score 0.9 * 1 against 0.9 * 5). Counting steps would tie them and evict the
 // least recently used, unit 0. A prefetch (0 tokens) loads a unit without scoring it:

@@ -225,12 +225,12 @@ TEST(Cli, PerplexityReportsTheExpertCache) {
   const auto got = nlohmann::json::parse(cached.out.substr(cached.out.find("{\"")));
   EXPECT_EQ(got["ppl"], want["ppl"]);
   const auto& c = got["expert_cache"];
-  EXPECT_EQ(c["policy"], "eb-lfu");
+  EXPECT_EQ(c["policy"], "lfu-decay");
   EXPECT_EQ(c["slots"], 16);
   EXPECT_GT(c["loads"].get<double>(), 0);
   EXPECT_DOUBLE_EQ(c["hit_rate"].get<double>() + c["load_rate"].get<double>(), 1.0);
   EXPECT_EQ(c["prefetched_rate"], 0.0);
-  EXPECT_NE(cached.out.find("perplexity: expert cache (eb-lfu, 16 experts): "), std::string::npos) << cached.out;
+  EXPECT_NE(cached.out.find("perplexity: expert cache (lfu-decay, 16 experts): "), std::string::npos) << cached.out;
   EXPECT_NE(cached.out.find("read per token; no prefetch; waited"), std::string::npos) << cached.out;
 }
 

@@ -551,7 +551,7 @@ TEST(ExpertStore, PrefetchKeepsThePredictedResidentExperts) {
     ASSERT_FALSE(st.acquire(0, expert).empty());
     st.release(0, expert);
   };
-  use(1, 1);  // the least used: eb-lfu's victim
+  use(1, 1);  // the least used: the default policy's (lfu-decay) victim
   use(2, 8);
   st.begin_step();
   st.prefetch(0, {1, 5});  // 1 is resident and predicted again; 5 needs a slot
@@ -579,7 +579,7 @@ TEST(ExpertStore, PinsTheHottestExpertsOfAProfile) {
   o.tiered.profile = file.path();
   auto m = Model::load(model, o);
   TieredExpertStore& st = *m->tiered_experts();
-  const auto pins = choose_pinned_experts(profile, 4, 1, "eb-lfu", kDefaultLfuDecay);
+  const auto pins = choose_pinned_experts(profile, 4, 1, kDefaultCachePolicy, kDefaultLfuDecay);
   std::vector<int> want;
   for (const auto& p : pins) want.push_back(static_cast<int>(p.size()));
   EXPECT_EQ(st.profile_pins(), want);

@@ -835,7 +835,7 @@ TEST(ServerExpertCache, SameTextAndCacheMetrics) {
   ASSERT_EQ(got.status, 200);
   EXPECT_EQ(json::parse(got.body)["choices"][0]["text"], json::parse(want.body)["choices"][0]["text"]);
 
-  EXPECT_EQ(srv.metric("switchyard_expert_cache_slots{policy=\"eb-lfu\"}"), 16);
+  EXPECT_EQ(srv.metric("switchyard_expert_cache_slots{policy=\"lfu-decay\"}"), 16);
   const double hits = srv.metric("switchyard_expert_cache_uses_total{result=\"hit\"}");
   const double prefetched = srv.metric("switchyard_expert_cache_uses_total{result=\"prefetched\"}");
   const double misses = srv.metric("switchyard_expert_cache_uses_total{result=\"miss\"}");
