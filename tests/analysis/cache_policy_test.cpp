@@ -26,6 +26,11 @@ std::map<std::string, int64_t> misses(const Trace& t, CacheScope scope, int capa
   return m;
 }
 
+// Every policy's misses in per-layer pools of `capacity`, against the worked-out counts.
+void expect_misses(const Trace& t, int capacity, const std::map<std::string, int64_t>& want) {
+  EXPECT_EQ(misses(t, CacheScope::PerLayer, capacity), want);
+}
+
 // One layer, experts {0, 1, 2}, capacity 2, and every step needs all three. Served as the
 // store serves a layer, the two resident experts hit first and only the third misses
 // (evicting one the layer has used: every resident expert is in the batch). S0: 3 cold
@@ -58,12 +63,7 @@ TEST(AnalysisCachePolicy, KeepsTheRunningLayersExperts) {
 //   MIN: at 2, expert 0 is never used again: 3 misses.
 TEST(AnalysisCachePolicy, LifoThrashesOnAlternation) {
   const Trace t = test::trace_of_sets(3, {{0}, {1}, {2}, {1}, {2}, {1}, {2}});
-  const auto m = misses(t, CacheScope::PerLayer, 2);
-  EXPECT_EQ(m.at("lru"), 3);
-  EXPECT_EQ(m.at("lfu-decay"), 3);
-  EXPECT_EQ(m.at("expert-buffering"), 7);
-  EXPECT_EQ(m.at("eb-lfu"), 3);
-  EXPECT_EQ(m.at("belady"), 3);
+  expect_misses(t, 2, {{"lru", 3}, {"lfu-decay", 3}, {"expert-buffering", 7}, {"eb-lfu", 3}, {"belady", 3}});
 }
 
 // 0 | 0 | 0 | 1 | 2 | 0, capacity 2.
@@ -75,12 +75,7 @@ TEST(AnalysisCachePolicy, LifoThrashesOnAlternation) {
 //   EB + LFU: the lower score among 0 and 1, again 1: 3.   MIN: 1 is never used again: 3.
 TEST(AnalysisCachePolicy, FrequencyBeatsRecency) {
   const Trace t = test::trace_of_sets(3, {{0}, {0}, {0}, {1}, {2}, {0}});
-  const auto m = misses(t, CacheScope::PerLayer, 2);
-  EXPECT_EQ(m.at("lru"), 4);
-  EXPECT_EQ(m.at("lfu-decay"), 3);
-  EXPECT_EQ(m.at("expert-buffering"), 3);
-  EXPECT_EQ(m.at("eb-lfu"), 3);
-  EXPECT_EQ(m.at("belady"), 3);
+  expect_misses(t, 2, {{"lru", 4}, {"lfu-decay", 3}, {"expert-buffering", 3}, {"eb-lfu", 3}, {"belady", 3}});
 }
 
 // A batch that covers the cache (a prompt), then single tokens on its two busiest experts.
@@ -102,12 +97,7 @@ TEST(AnalysisCachePolicy, FrequencyKeepsABatchsBusiestExperts) {
     counts[e] = 1;
     t.add_step(1, counts);
   }
-  const auto m = misses(t, CacheScope::PerLayer, 2);
-  EXPECT_EQ(m.at("lfu-decay"), 3);
-  EXPECT_EQ(m.at("lru"), 3);
-  EXPECT_EQ(m.at("eb-lfu"), 4);
-  EXPECT_EQ(m.at("expert-buffering"), 7);
-  EXPECT_EQ(m.at("belady"), 3);
+  expect_misses(t, 2, {{"lru", 3}, {"lfu-decay", 3}, {"expert-buffering", 7}, {"eb-lfu", 4}, {"belady", 3}});
   EXPECT_EQ(std::string(kDefaultCachePolicy), "lfu-decay");
 }
 
