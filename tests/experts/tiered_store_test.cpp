@@ -565,6 +565,35 @@ TEST(ExpertStore, PrefetchKeepsThePredictedResidentExperts) {
   EXPECT_EQ(st.stats().misses, misses + 1);  // 2 was the one to go
 }
 
+// A step needing more experts than the layer has slots (a prompt) runs the rest one at a
+// time; with the default policy the busiest of them stay for the next step. Two slots;
+// experts 0..3 get 1, 5, 1, 5 tokens: 0 and 1 load first, then 2 evicts 0 (the lower
+// score) and 3 evicts 2, leaving 1 and 3, so a step on those two hits. eb-lfu's
+// fallback (the last loaded: 1, then 2) leaves 0 and 3, and the same step misses once.
+TEST(ExpertStore, ABatchCoveringTheCacheLeavesItsBusiestExperts) {
+  for (const auto& [policy, want_misses] : std::vector<std::pair<std::string, int64_t>>{{kDefaultCachePolicy, 0}, {"eb-lfu", 1}}) {
+    ModelOptions o;
+    o.expert_cache = "25%";  // two slots per layer of tiny-mixtral's 8 experts
+    o.tiered.policy = policy;
+    o.tiered.predictive_prefetch = false;
+    auto m = Model::load(std::string(SY_SOURCE_DIR) + "/models/tiny-mixtral-f16.gguf", o);
+    TieredExpertStore& st = *m->tiered_experts();
+    std::vector<std::vector<int32_t>> groups;
+    auto run_step = [&](const std::vector<int32_t>& experts, const std::vector<int64_t>& tokens) {
+      st.begin_step();
+      st.plan_layer(0, experts, tokens, groups);
+      for (const auto& g : groups) {
+        for (int32_t e : g) ASSERT_FALSE(st.acquire(0, e).empty());
+        for (int32_t e : g) st.release(0, e);
+      }
+    };
+    run_step({0, 1, 2, 3}, {1, 5, 1, 5});
+    const int64_t misses = st.stats().misses;
+    run_step({1, 3}, {1, 1});
+    EXPECT_EQ(st.stats().misses - misses, want_misses) << policy;
+  }
+}
+
 // A profile pins, in each layer, the count that its replay chose of its hottest experts,
 // and their first uses hit. A profile for another shape, or a file that is not a trace, is
 // refused.
