@@ -252,14 +252,18 @@ TEST(Kernels, AttentionTilesCoverEveryHead) {
           if (f16) kk->axpy_tile_f16(ww, ld, nq, reinterpret_cast<const uint16_t* const*>(vr), nk, d, out, o_ld, hs);
           else kk->axpy_tile(ww, ld, nq, reinterpret_cast<const float* const*>(vr), nk, d, out, o_ld, hs);
         };
+        // Every KV head's rows (h < 0), or head h's part of them, as the kernels take them.
+        auto rows_of_head = [&](int h, const void* out[4]) {
+          const int64_t at = h < 0 ? 0 : h / group * d;
+          for (int j = 0; j < nk; ++j) out[j] = f16 ? static_cast<const void*>(k16[j] + at) : kf[j] + at;
+        };
         const void* rows[4];
-        for (int j = 0; j < nk; ++j) rows[j] = f16 ? static_cast<const void*>(k16[j]) : kf[j];
+        rows_of_head(-1, rows);
         std::vector<float> scores(nh * s_ld, -7.0f), one(nh * s_ld, -7.0f);
         dot(q.data(), q_ld, rows, scores.data(), ld, heads);
         for (int h = 0; h < nh; ++h) {
           const void* head_rows[4];
-          for (int j = 0; j < nk; ++j)
-            head_rows[j] = f16 ? static_cast<const void*>(k16[j] + h / group * d) : kf[j] + h / group * d;
+          rows_of_head(h, head_rows);
           dot(q.data() + h * d, q_ld, head_rows, one.data() + h * s_ld, ld, {});
         }
         for (int h = 0; h < nh; ++h) {
@@ -277,8 +281,7 @@ TEST(Kernels, AttentionTilesCoverEveryHead) {
         axpy(w.data(), rows, o.data(), heads);
         for (int h = 0; h < nh; ++h) {
           const void* head_rows[4];
-          for (int j = 0; j < nk; ++j)
-            head_rows[j] = f16 ? static_cast<const void*>(k16[j] + h / group * d) : kf[j] + h / group * d;
+          rows_of_head(h, head_rows);
           axpy(w.data() + h * s_ld, head_rows, o_one.data() + h * d, {});
         }
         for (int64_t i = 0; i < nq; ++i) {

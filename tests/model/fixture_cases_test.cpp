@@ -5,9 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -49,16 +46,10 @@ std::shared_ptr<Model> load(const std::string& path) {
   return c[path] = Model::load(path);
 }
 
-// Also called while the suite is instantiated, before any test runs, where a failed
-// expectation goes nowhere: a missing or unreadable file stops the binary with its name
-// (and the build, whose test discovery runs it) instead of a JSON parse error.
+// Also called while the suite is instantiated: a missing file stops the binary with its
+// name instead of a JSON parse error.
 json load_cases(const std::string& dir) {
-  const std::string path = test::shared_dir() + "/" + dir + "/cases.json";
-  if (!std::filesystem::is_regular_file(path)) {
-    std::fprintf(stderr, "reference data missing: %s (clone next to shared/, or set SY_SHARED_DIR or the CMake variable SY_SHARED_DIR to the shared/ folder)\n", path.c_str());
-    std::exit(2);
-  }
-  return json::parse(test::read_text_file(path));
+  return json::parse(test::read_text_file(test::required_shared_path(dir + "/cases.json")));
 }
 
 void PrintTo(const CaseRef& c, std::ostream* os) { *os << c.dir << " case " << c.index; }

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -16,12 +18,26 @@ inline std::string shared_dir() {
   return env ? env : SY_SHARED_DIR;
 }
 
+inline std::string missing_shared_data(const std::string& path) {
+  return "reference data missing: " + path +
+         " (clone next to shared/, or set SY_SHARED_DIR or the CMake variable SY_SHARED_DIR to the shared/ folder)";
+}
+
 // Path of a file under shared/, asserting that it exists.
 inline std::string shared_path(const std::string& rel) {
   const std::string p = shared_dir() + "/" + rel;
-  if (!std::filesystem::exists(p)) {
-    ADD_FAILURE() << "reference data missing: " << p
-                  << " (set SY_SHARED_DIR or the CMake variable SY_SHARED_DIR to the shared/ folder)";
+  if (!std::filesystem::exists(p)) ADD_FAILURE() << missing_shared_data(p);
+  return p;
+}
+
+// The same for code that runs while a suite is instantiated, before any test, where a
+// failed expectation goes nowhere: a missing file stops the binary with its name (and the
+// build, whose test discovery runs it).
+inline std::string required_shared_path(const std::string& rel) {
+  const std::string p = shared_dir() + "/" + rel;
+  if (!std::filesystem::is_regular_file(p)) {
+    std::fprintf(stderr, "%s\n", missing_shared_data(p).c_str());
+    std::exit(2);
   }
   return p;
 }

@@ -166,13 +166,18 @@ SY_AVX2 inline void dot_tile_n(const float* const* q, const T* const (*k)[4], in
   }
 }
 
+// Head h's part of a block's cached rows (d values per KV head), rows past nk repeating
+// the last one: the four rows a tile kernel reads.
+template <class T>
+SY_AVX2 inline void head_rows(const T* const* rows, int nk, int h, TileHeads heads, int64_t d, const T* out[4]) {
+  const int64_t kv = int64_t{h / heads.group} * d;
+  for (int j = 0; j < 4; ++j) out[j] = rows[std::min(j, nk - 1)] + kv;
+}
+
 template <class T>
 SY_AVX2 void dot_tile(const float* q, int64_t q_ld, int64_t nq, const T* const* kp, int nk, int64_t d, float scale,
                       float* out, int64_t ld, TileHeads heads) {
-  auto keys = [&](int h, const T* k[4]) {
-    const int64_t kv = int64_t{h / heads.group} * d;
-    for (int j = 0; j < 4; ++j) k[j] = kp[std::min(j, nk - 1)] + kv;
-  };
+  auto keys = [&](int h, const T* k[4]) { head_rows(kp, nk, h, heads, d, k); };
   int h = 0;
   if (nq == 1) {  // a decode row: heads two at a time
     for (; h + 2 <= heads.n; h += 2) {
@@ -232,9 +237,8 @@ template <class T>
 SY_AVX2 void axpy_tile(const float* w, int64_t ld, int64_t nq, const T* const* vp, int nk, int64_t d, float* out,
                        int64_t out_ld, TileHeads heads) {
   for (int h = 0; h < heads.n; ++h) {
-    const int64_t kv = int64_t{h / heads.group} * d;
     const T* v[4];
-    for (int j = 0; j < 4; ++j) v[j] = vp[std::min(j, nk - 1)] + kv;
+    head_rows(vp, nk, h, heads, d, v);
     const float* wh = w + h * heads.scores_ld;
     float* oh = out + h * d;
     int64_t i = 0;
